@@ -1,0 +1,380 @@
+"""Configuration options, with nova's group names, option names and defaults.
+
+Every option novasched reads is registered here (as ``nova/conf/`` does) so that one
+``list_opts()`` feeds oslo-config-generator and ``etc/novasched.conf.sample`` stays complete.
+An operator's nova.conf can be given unchanged: options of these groups that we do not
+implement are reported once at start-up (see ``warn_unsupported_options``) and ignored.
+"""
+
+from __future__ import annotations
+
+import configparser
+import logging
+import socket
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
+
+# nova writes these two class paths as the defaults of available_filters/weight_classes;
+# we read them as "every plugin registered in our stevedore namespace".
+NOVA_ALL_FILTERS = "nova.scheduler.filters.all_filters"
+NOVA_ALL_WEIGHERS = "nova.scheduler.weights.all_weighers"
+
+DEFAULT_ENABLED_FILTERS = [
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+]
+
+default_opts = [
+    cfg.StrOpt(
+        "host",
+        default=socket.gethostname(),
+        sample_default="<current_hostname>",
+        help="Name of this scheduler host; the RPC server listens as topic 'scheduler' on this "
+        "server name, as nova-scheduler does.",
+    ),
+    cfg.IntOpt(
+        "service_down_time",
+        default=60,
+        min=1,
+        help="Maximum seconds since a nova-compute service last checked in for it to count as "
+        "up (ComputeFilter).",
+    ),
+    cfg.StrOpt(
+        "default_availability_zone",
+        default="nova",
+        help="Availability zone reported for hosts that belong to no aggregate with "
+        "availability_zone metadata.",
+    ),
+    cfg.StrOpt(
+        "concurrency_backend",
+        default="threading",
+        choices=[
+            ("threading", "Native threads (nova's default since 2026.1)."),
+            ("eventlet", "Green threads; the process is monkey-patched at start."),
+        ],
+        help="How the RPC executor and the cell database scatter-gather run concurrently.",
+    ),
+    cfg.IntOpt(
+        "long_rpc_timeout",
+        default=1800,
+        help="Timeout (seconds) the conductor-side client uses for select_destinations, as "
+        "nova's does; rpc_response_timeout is the call-monitor heartbeat.",
+    ),
+    cfg.IntOpt(
+        "cell_worker_thread_pool_size",
+        default=5,
+        min=1,
+        help="Threads used to read the cell databases in parallel.",
+    ),
+]
+
+scheduler_opts = [
+    cfg.StrOpt(
+        "driver",
+        default="filter_scheduler",
+        help="Scheduler driver, by entry point name in the 'novasched.scheduler.driver' "
+        "namespace.",
+    ),
+    cfg.IntOpt(
+        "max_attempts",
+        default=3,
+        min=1,
+        help="Maximum number of schedule attempts per instance: one chosen host plus up to "
+        "max_attempts - 1 alternates.",
+    ),
+    cfg.IntOpt(
+        "max_placement_results",
+        default=1000,
+        min=1,
+        help="Maximum number of allocation candidates asked of Placement (its 'limit').",
+    ),
+    cfg.IntOpt(
+        "workers",
+        min=0,
+        help="Number of scheduler processes consuming the same topic. Default: CPU count.",
+    ),
+    cfg.IntOpt(
+        "discover_hosts_in_cells_interval",
+        default=-1,
+        min=-1,
+        help="Accepted for nova.conf compatibility. novasched does not map hosts into cells "
+        "(that is nova-manage's job); any value other than -1 is logged and ignored.",
+    ),
+    cfg.FloatOpt(
+        "cell_timeout",
+        default=10.0,
+        min=0.1,
+        help="Seconds to wait for one cell database per request. A cell that fails or does not "
+        "answer in time is skipped with a warning and the request goes on with the others "
+        "(nova hard-codes 60).",
+    ),
+    cfg.BoolOpt(
+        "limit_tenants_to_placement_aggregate",
+        default=False,
+        help="require_tenant_aggregate prefilter: restrict a project to the aggregates whose "
+        "filter_tenant_id* metadata names it.",
+    ),
+    cfg.BoolOpt(
+        "placement_aggregate_required_for_tenants",
+        default=False,
+        help="With limit_tenants_to_placement_aggregate, fail a request whose project is in no "
+        "aggregate instead of letting it go anywhere.",
+    ),
+    cfg.BoolOpt(
+        "query_placement_for_image_type_support",
+        default=False,
+        help="require_image_type_support prefilter (not implemented yet; ignored).",
+    ),
+    cfg.BoolOpt(
+        "enable_isolated_aggregate_filtering",
+        default=False,
+        help="isolate_aggregates prefilter (not implemented yet; ignored).",
+    ),
+    cfg.BoolOpt(
+        "image_metadata_prefilter",
+        default=False,
+        help="transform_image_metadata prefilter (not implemented yet; ignored).",
+    ),
+    cfg.BoolOpt(
+        "query_placement_for_routed_network_aggregates",
+        default=False,
+        help="routed_networks_filter prefilter. It needs Neutron, which novasched does not "
+        "call; when True a warning is logged and it is ignored.",
+    ),
+]
+
+filter_scheduler_opts = [
+    cfg.MultiStrOpt(
+        "available_filters",
+        default=[NOVA_ALL_FILTERS],
+        help="Accepted for nova.conf compatibility: filters are plugins of the "
+        "'novasched.filters' entry-point namespace, all of which are available.",
+    ),
+    cfg.ListOpt(
+        "enabled_filters",
+        default=DEFAULT_ENABLED_FILTERS,
+        help="Filters to run, in this order, by class name.",
+    ),
+    cfg.ListOpt(
+        "weight_classes",
+        default=[NOVA_ALL_WEIGHERS],
+        help="Weighers to use, by class name. nova's 'nova.scheduler.weights.all_weighers' "
+        "(the default) means every registered weigher; a dotted nova path is read by its "
+        "class name.",
+    ),
+    cfg.IntOpt(
+        "host_subset_size",
+        default=1,
+        min=1,
+        help="Pick the host at random among this many best-weighed hosts.",
+    ),
+    cfg.BoolOpt(
+        "shuffle_best_same_weighed_hosts",
+        default=False,
+        help="Shuffle the hosts that share the best weight before picking.",
+    ),
+    cfg.IntOpt(
+        "max_io_ops_per_host",
+        default=8,
+        min=0,
+        help="IoOpsFilter: hosts with this many or more concurrent I/O-heavy operations are "
+        "filtered out.",
+    ),
+    cfg.IntOpt(
+        "max_instances_per_host",
+        default=50,
+        min=1,
+        help="NumInstancesFilter: hosts with this many or more instances are filtered out.",
+    ),
+    cfg.BoolOpt(
+        "track_instance_changes",
+        default=True,
+        help="Keep per-host instance lists from the compute services' RPC updates.",
+    ),
+    cfg.StrOpt(
+        "image_properties_default_architecture",
+        choices=[
+            "alpha", "armv6", "armv7l", "armv7b", "aarch64", "cris", "i686", "ia64", "lm32",
+            "m68k", "microblaze", "microblazeel", "mips", "mipsel", "mips64", "mips64el",
+            "openrisc", "parisc", "parisc64", "ppc", "ppcle", "ppc64", "ppc64le", "ppcemb",
+            "s390", "s390x", "sh4", "sh4eb", "sparc", "sparc64", "unicore32", "x86_64",
+            "xtensa", "xtensaeb",
+        ],
+        help="ImagePropertiesFilter: architecture assumed for images without hw_architecture.",
+    ),
+    cfg.FloatOpt(
+        "ram_weight_multiplier",
+        default=1.0,
+        help="RAMWeigher multiplier; negative stacks, positive spreads.",
+    ),
+    cfg.FloatOpt(
+        "cpu_weight_multiplier",
+        default=1.0,
+        help="CPUWeigher multiplier; negative stacks, positive spreads.",
+    ),
+    cfg.FloatOpt(
+        "disk_weight_multiplier",
+        default=1.0,
+        help="DiskWeigher multiplier; negative stacks, positive spreads.",
+    ),
+    cfg.FloatOpt(
+        "io_ops_weight_multiplier",
+        default=-1.0,
+        help="IoOpsWeigher multiplier; negative prefers hosts with fewer I/O operations.",
+    ),
+    cfg.FloatOpt(
+        "num_instances_weight_multiplier",
+        default=0.0,
+        help="NumInstancesWeigher multiplier; positive prefers hosts with more instances.",
+    ),
+]
+
+workarounds_opts = [
+    cfg.BoolOpt(
+        "disable_fallback_pcpu_query",
+        default=False,
+        help="Do not make the second allocation-candidates query (VCPU instead of PCPU) for "
+        "hw:cpu_policy=dedicated flavors.",
+    ),
+]
+
+upgrade_levels_opts = [
+    cfg.StrOpt(
+        "scheduler",
+        help="Cap the scheduler RPC version the conductor-side client sends (e.g. 4.4).",
+    ),
+]
+
+api_database_opts = [
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        help="SQLAlchemy URL of nova's API database (cell_mappings, host_mappings, aggregates, "
+        "instance groups).",
+    ),
+]
+
+database_opts = [
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        help="SQLAlchemy URL of a cell database. Only used by novasched-manage as the default "
+        "for 'cell create'; the scheduler reads cell URLs from cell_mappings.",
+    ),
+]
+
+placement_opts = [
+    cfg.StrOpt(
+        "noauth2_user",
+        default="admin",
+        help="With auth_type = noauth2: the token sent as X-Auth-Token ('user[:project]'); "
+        "Placement's noauth2 grants 'admin' the admin role.",
+    ),
+    cfg.IntOpt(
+        "claim_retries",
+        default=4,
+        min=1,
+        help="Attempts at a claim that hits a provider-generation conflict (409 "
+        "placement.concurrent_update), with jittered back-off, as nova makes.",
+    ),
+]
+
+# Groups whose unknown keys are reported once at start-up. Other groups of a nova.conf
+# ([DEFAULT], [api], [libvirt], ...) belong to other nova services and are silently skipped.
+_CHECKED_GROUPS = ("scheduler", "filter_scheduler", "placement", "metrics")
+
+_PLACEMENT_GROUP = "placement"
+
+
+def _placement_ks_opts() -> list[cfg.Opt]:
+    opts = ks_loading.get_session_conf_options() + ks_loading.get_adapter_conf_options()
+    opts += ks_loading.get_auth_common_conf_options()
+    opts += ks_loading.get_auth_plugin_conf_options("password")
+    # de-duplicate by dest, as keystoneauth's lists overlap
+    seen: dict[str, cfg.Opt] = {}
+    for opt in opts:
+        seen.setdefault(opt.dest, opt)
+    return list(seen.values())
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(default_opts)
+    conf.register_opts(scheduler_opts, group="scheduler")
+    conf.register_opts(filter_scheduler_opts, group="filter_scheduler")
+    conf.register_opts(workarounds_opts, group="workarounds")
+    conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
+    conf.register_opts(api_database_opts, group="api_database")
+    conf.register_opts(database_opts, group="database")
+    conf.register_opts(placement_opts, group=_PLACEMENT_GROUP)
+    ks_loading.register_session_conf_options(conf, _PLACEMENT_GROUP)
+    ks_loading.register_adapter_conf_options(conf, _PLACEMENT_GROUP)
+    ks_loading.register_auth_conf_options(conf, _PLACEMENT_GROUP)
+    conf.set_default("service_type", "placement", group=_PLACEMENT_GROUP)
+    conf.set_default("valid_interfaces", ["internal", "public"], group=_PLACEMENT_GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """The options for oslo-config-generator (entry point ``oslo.config.opts: novasched``)."""
+    return [
+        ("DEFAULT", default_opts),
+        ("scheduler", scheduler_opts),
+        ("filter_scheduler", filter_scheduler_opts),
+        ("workarounds", workarounds_opts),
+        ("upgrade_levels", upgrade_levels_opts),
+        ("api_database", api_database_opts),
+        ("database", database_opts),
+        (_PLACEMENT_GROUP, placement_opts + _placement_ks_opts()),
+    ]
+
+
+def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
+    """Log one warning listing the options of our groups that the config files set but we
+    do not implement; return their ``group.name`` spellings."""
+    known: dict[str, set[str]] = {}
+    for group, opts in list_opts():
+        known.setdefault(group.lower(), set()).update(o.dest for o in opts)
+    for group in _CHECKED_GROUPS:
+        try:
+            known.setdefault(group, set()).update(conf[group].keys())
+        except cfg.NoSuchOptError:
+            pass
+    unknown: list[str] = []
+    files = list(conf.config_file or []) + _dir_files(conf)
+    for path in files:
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read(path)
+        except (configparser.Error, UnicodeDecodeError):
+            continue  # oslo.config has already reported a file it cannot parse
+        for group in _CHECKED_GROUPS:
+            if not parser.has_section(group):
+                continue
+            for key in parser.options(group):
+                dest = key.replace("-", "_")
+                if dest not in known.get(group, set()) and f"{group}.{key}" not in unknown:
+                    unknown.append(f"{group}.{key}")
+    if unknown:
+        LOG.warning(
+            "Ignoring configuration options novasched does not support: %s", ", ".join(unknown)
+        )
+    return unknown
+
+
+def _dir_files(conf: cfg.ConfigOpts) -> list[str]:
+    import glob
+    import os
+
+    out: list[str] = []
+    for d in conf.config_dir and [conf.config_dir] or []:
+        out.extend(sorted(glob.glob(os.path.join(d, "*.conf"))))
+    return out
+
+
+register_opts(CONF)

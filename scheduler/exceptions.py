@@ -1,0 +1,43 @@
+"""The errors the scheduler raises. Every message says what happened and what to do next."""
+
+from __future__ import annotations
+
+
+class NovaschedError(Exception):
+    """Base of novasched's own errors."""
+
+
+class NoValidHost(NovaschedError):
+    """No host can take the request. Travels to nova's conductor as
+    ``nova.exception.NoValidHost`` (see ``scheduler/manager.py``)."""
+
+    def __init__(self, reason: str = ""):
+        self.reason = reason
+        super().__init__(f"No valid host was found. {reason}".rstrip())
+
+
+class RequestFilterFailed(NovaschedError):
+    """A request prefilter refused the request (becomes NoValidHost)."""
+
+
+class InvalidRequest(NovaschedError):
+    """A request payload that cannot be decoded: a missing required field, a wrong type."""
+
+
+class ConfigurationError(NovaschedError):
+    """A configuration value that stops the service from starting."""
+
+
+class PluginNotFound(ConfigurationError):
+    """An enabled filter, weigher or driver name that no entry point provides."""
+
+    def __init__(self, kind: str, names: list[str], available: list[str]):
+        self.names = names
+        self.available = sorted(available)
+        super().__init__(
+            f"Unknown {kind} name(s) {', '.join(names)}; available: {', '.join(self.available)}"
+        )
+
+
+class AllocationUpdateFailed(NovaschedError):
+    """A claim failed for a reason other than capacity (consumer generation conflict)."""

@@ -1,0 +1,78 @@
+"""Host weighers: the plugin contract.
+
+A weigher has nova's method names::
+
+    class MyWeigher(BaseHostWeigher):
+        multiplier_option = "my_weight_multiplier"   # [filter_scheduler] option, aggregate key
+
+        def _weigh_object(self, host_state, weight_properties):
+            return host_state.free_ram_mb
+
+The weight handler (``weighers/handler.py``) normalises each weigher's raw values to [0, 1]
+(using ``minval``/``maxval`` when set), multiplies by ``weight_multiplier(host_state)`` and
+sums. ``weight_multiplier`` reads the option named by ``multiplier_option`` from
+``[filter_scheduler]`` and lets the host's aggregates override it: the minimum of the
+parsable values of the aggregate metadata key of the same name wins, as in nova.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scheduler.conf import CONF
+
+LOG = logging.getLogger(__name__)
+
+
+def get_weight_multiplier(host_state: Any, multiplier_name: str, multiplier_config: float) -> float:
+    """The multiplier for a host: the minimum parsable aggregate override, else config."""
+    best: float | None = None
+    for agg in host_state.aggregates:
+        raw = agg.metadata.get(multiplier_name)
+        if raw is None:
+            continue
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            LOG.warning(
+                "Could not decode %s=%r of aggregate %s; using the configured value",
+                multiplier_name, raw, agg.name,
+            )
+            continue
+        if best is None or value < best:
+            best = value
+    return multiplier_config if best is None else best
+
+
+class BaseHostWeigher:
+    """Base class for host weighers."""
+
+    minval: float | None = None
+    maxval: float | None = None
+    # Name of the [filter_scheduler] option (and aggregate metadata key) of the multiplier.
+    multiplier_option: str | None = None
+    multiplier_group = "filter_scheduler"
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def configured_multiplier(self) -> float:
+        if self.multiplier_option is None:
+            return 1.0
+        return float(getattr(CONF[self.multiplier_group], self.multiplier_option))
+
+    def weight_multiplier(self, host_state: Any) -> float:
+        if self.multiplier_option is None:
+            return 1.0
+        return get_weight_multiplier(
+            host_state, self.multiplier_option, self.configured_multiplier()
+        )
+
+    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
+        raise NotImplementedError
+
+    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
+        """Raw values, one per host, in order. Override for a batch version."""
+        return [self._weigh_object(h, weight_properties) for h in host_states]
