@@ -1,0 +1,43 @@
+"""HTTP client for the Placement API (a leaf package: it imports nothing of the scheduler).
+
+Public API::
+
+    PlacementClient(endpoint, *, token="admin", session=None, ks_adapter=None, timeout=30.0,
+                    claim_retries=4, retry_backoff=1.0)
+    AllocationCandidatesQuery, QueryGroup      the GET /allocation_candidates query
+    AllocationCandidates, ProviderSpec         answers and inputs
+    PlacementError and its subclasses          typed failures
+"""
+
+from placement_client.client import (
+    MV_CANDIDATES,
+    MV_CLAIM,
+    AllocationCandidates,
+    PlacementClient,
+    ProviderSpec,
+)
+from placement_client.errors import (
+    ClaimConflict,
+    ConsumerGenerationConflict,
+    PlacementClientError,
+    PlacementConnectionError,
+    PlacementError,
+    PlacementServerError,
+)
+from placement_client.query import AllocationCandidatesQuery, QueryGroup
+
+__all__ = [
+    "MV_CANDIDATES",
+    "MV_CLAIM",
+    "AllocationCandidates",
+    "AllocationCandidatesQuery",
+    "ClaimConflict",
+    "ConsumerGenerationConflict",
+    "PlacementClient",
+    "PlacementClientError",
+    "PlacementConnectionError",
+    "PlacementError",
+    "PlacementServerError",
+    "ProviderSpec",
+    "QueryGroup",
+]

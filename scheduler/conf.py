@@ -79,8 +79,7 @@ scheduler_opts = [
     cfg.StrOpt(
         "driver",
         default="filter_scheduler",
-        help="Scheduler driver, by entry point name in the 'novasched.scheduler.driver' "
-        "namespace.",
+        help="Scheduler driver, by entry point name in the 'novasched.scheduler.driver' namespace.",
     ),
     cfg.IntOpt(
         "max_attempts",
@@ -114,6 +113,14 @@ scheduler_opts = [
         help="Seconds to wait for one cell database per request. A cell that fails or does not "
         "answer in time is skipped with a warning and the request goes on with the others "
         "(nova hard-codes 60).",
+    ),
+    cfg.IntOpt(
+        "aggregate_cache_ttl",
+        default=30,
+        min=-1,
+        help="Seconds the in-memory copy of the API database's aggregates is trusted before it "
+        "is re-read (nova keeps it current only through the update_aggregates RPC, which "
+        "novasched also applies). 0 re-reads on every request; -1 never re-reads.",
     ),
     cfg.BoolOpt(
         "limit_tenants_to_placement_aggregate",
@@ -201,11 +208,40 @@ filter_scheduler_opts = [
     cfg.StrOpt(
         "image_properties_default_architecture",
         choices=[
-            "alpha", "armv6", "armv7l", "armv7b", "aarch64", "cris", "i686", "ia64", "lm32",
-            "m68k", "microblaze", "microblazeel", "mips", "mipsel", "mips64", "mips64el",
-            "openrisc", "parisc", "parisc64", "ppc", "ppcle", "ppc64", "ppc64le", "ppcemb",
-            "s390", "s390x", "sh4", "sh4eb", "sparc", "sparc64", "unicore32", "x86_64",
-            "xtensa", "xtensaeb",
+            "alpha",
+            "armv6",
+            "armv7l",
+            "armv7b",
+            "aarch64",
+            "cris",
+            "i686",
+            "ia64",
+            "lm32",
+            "m68k",
+            "microblaze",
+            "microblazeel",
+            "mips",
+            "mipsel",
+            "mips64",
+            "mips64el",
+            "openrisc",
+            "parisc",
+            "parisc64",
+            "ppc",
+            "ppcle",
+            "ppc64",
+            "ppc64le",
+            "ppcemb",
+            "s390",
+            "s390x",
+            "sh4",
+            "sh4eb",
+            "sparc",
+            "sparc64",
+            "unicore32",
+            "x86_64",
+            "xtensa",
+            "xtensaeb",
         ],
         help="ImagePropertiesFilter: architecture assumed for images without hw_architecture.",
     ),
@@ -261,15 +297,6 @@ api_database_opts = [
     ),
 ]
 
-database_opts = [
-    cfg.StrOpt(
-        "connection",
-        secret=True,
-        help="SQLAlchemy URL of a cell database. Only used by novasched-manage as the default "
-        "for 'cell create'; the scheduler reads cell URLs from cell_mappings.",
-    ),
-]
-
 placement_opts = [
     cfg.StrOpt(
         "noauth2_user",
@@ -283,6 +310,13 @@ placement_opts = [
         min=1,
         help="Attempts at a claim that hits a provider-generation conflict (409 "
         "placement.concurrent_update), with jittered back-off, as nova makes.",
+    ),
+    cfg.FloatOpt(
+        "claim_retry_backoff",
+        default=1.0,
+        min=0.0,
+        help="Back-off scale (seconds) between claim attempts: before attempt N the client "
+        "sleeps a random time up to 2 * N * claim_retry_backoff, as nova does with 1.0.",
     ),
 ]
 
@@ -311,11 +345,15 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(workarounds_opts, group="workarounds")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     conf.register_opts(api_database_opts, group="api_database")
-    conf.register_opts(database_opts, group="database")
     conf.register_opts(placement_opts, group=_PLACEMENT_GROUP)
     ks_loading.register_session_conf_options(conf, _PLACEMENT_GROUP)
     ks_loading.register_adapter_conf_options(conf, _PLACEMENT_GROUP)
     ks_loading.register_auth_conf_options(conf, _PLACEMENT_GROUP)
+    set_defaults(conf)
+
+
+def set_defaults(conf: cfg.ConfigOpts) -> None:
+    """Defaults we give to options registered by libraries (again after ``conf.reset()``)."""
     conf.set_default("service_type", "placement", group=_PLACEMENT_GROUP)
     conf.set_default("valid_interfaces", ["internal", "public"], group=_PLACEMENT_GROUP)
 
@@ -329,7 +367,6 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("workarounds", workarounds_opts),
         ("upgrade_levels", upgrade_levels_opts),
         ("api_database", api_database_opts),
-        ("database", database_opts),
         (_PLACEMENT_GROUP, placement_opts + _placement_ks_opts()),
     ]
 
@@ -348,7 +385,8 @@ def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
     unknown: list[str] = []
     files = list(conf.config_file or []) + _dir_files(conf)
     for path in files:
-        parser = configparser.RawConfigParser(strict=False)
+        # nova.conf's [DEFAULT] must not leak into the other sections as configparser's would
+        parser = configparser.RawConfigParser(strict=False, default_section="\0none")
         try:
             parser.read(path)
         except (configparser.Error, UnicodeDecodeError):
@@ -360,6 +398,7 @@ def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
                 dest = key.replace("-", "_")
                 if dest not in known.get(group, set()) and f"{group}.{key}" not in unknown:
                     unknown.append(f"{group}.{key}")
+    unknown.sort()
     if unknown:
         LOG.warning(
             "Ignoring configuration options novasched does not support: %s", ", ".join(unknown)

@@ -20,7 +20,7 @@ LOG = logging.getLogger(__name__)
 
 
 def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 def _json_or(value: Any, default: Any) -> Any:
@@ -38,15 +38,42 @@ class HostState:
     """Mutable information about one compute node (host, nodename)."""
 
     __slots__ = (
-        "host", "nodename", "uuid", "cell_uuid", "_lock_name",
-        "total_usable_ram_mb", "free_ram_mb", "total_usable_disk_gb", "disk_mb_used",
-        "free_disk_mb", "vcpus_total", "vcpus_used",
-        "numa_topology", "pci_stats", "host_ip", "hypervisor_type", "hypervisor_version",
-        "hypervisor_hostname", "cpu_info", "supported_instances", "stats", "metrics",
-        "num_instances", "num_io_ops", "failed_builds",
-        "cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio",
-        "service", "aggregates", "instances", "limits", "updated", "compute_updated_at",
-        "allocation_candidates", "__weakref__",
+        "host",
+        "nodename",
+        "uuid",
+        "cell_uuid",
+        "_lock_name",
+        "total_usable_ram_mb",
+        "free_ram_mb",
+        "total_usable_disk_gb",
+        "disk_mb_used",
+        "free_disk_mb",
+        "vcpus_total",
+        "vcpus_used",
+        "numa_topology",
+        "pci_stats",
+        "host_ip",
+        "hypervisor_type",
+        "hypervisor_version",
+        "hypervisor_hostname",
+        "cpu_info",
+        "supported_instances",
+        "stats",
+        "metrics",
+        "num_instances",
+        "num_io_ops",
+        "failed_builds",
+        "cpu_allocation_ratio",
+        "ram_allocation_ratio",
+        "disk_allocation_ratio",
+        "service",
+        "aggregates",
+        "instances",
+        "limits",
+        "updated",
+        "compute_updated_at",
+        "allocation_candidates",
+        "__weakref__",
     )
 
     def __init__(self, host: str, nodename: str, cell_uuid: str | None = None):
@@ -144,9 +171,10 @@ class HostState:
         self.num_instances = _int(stats.get("num_instances"))
         self.num_io_ops = _int(stats.get("io_workload"))
         self.failed_builds = _int(stats.get("failed_builds"))
-        self.cpu_allocation_ratio = compute.get("cpu_allocation_ratio")
-        self.ram_allocation_ratio = compute.get("ram_allocation_ratio")
-        self.disk_allocation_ratio = compute.get("disk_allocation_ratio")
+        # nova replaces a NULL or 0.0 ratio by the initial_*_allocation_ratio defaults
+        self.cpu_allocation_ratio = compute.get("cpu_allocation_ratio") or 4.0
+        self.ram_allocation_ratio = compute.get("ram_allocation_ratio") or 1.0
+        self.disk_allocation_ratio = compute.get("disk_allocation_ratio") or 1.0
 
     def consume_from_request(self, spec_obj: RequestSpec) -> None:
         """Account for an instance placed here by this scheduler (under this host's lock)."""

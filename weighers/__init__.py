@@ -37,7 +37,9 @@ def get_weight_multiplier(host_state: Any, multiplier_name: str, multiplier_conf
         except (TypeError, ValueError):
             LOG.warning(
                 "Could not decode %s=%r of aggregate %s; using the configured value",
-                multiplier_name, raw, agg.name,
+                multiplier_name,
+                raw,
+                agg.name,
             )
             continue
         if best is None or value < best:

@@ -1,0 +1,32 @@
+# The two commands of the README: `make demo` and `make test`. Both set up .venv themselves.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test lint sample-config clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,demo]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/novasched-manage demo
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest -q -p no:cacheprovider tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+sample-config: $(STAMP)
+	$(BIN)/oslo-config-generator --namespace novasched --output-file etc/novasched.conf.sample
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,325 @@
+"""Engines, schema creation and the few writes novasched-manage makes.
+
+Engines are cached per URL for the life of the process (one pool per cell database), with
+short connect timeouts so that a dead cell fails fast instead of stalling a request.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import re
+import threading
+import uuid as uuidlib
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.pool import StaticPool
+
+from db import models
+
+LOG = logging.getLogger(__name__)
+
+CELL0_UUID = "00000000-0000-0000-0000-000000000000"
+CELL0_NAME = "cell0"
+
+_ENGINES: dict[str, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+_DB_NAME_RE = re.compile(r"^[A-Za-z0-9_]{1,63}$")
+
+
+class DatabaseError(Exception):
+    """A database cannot be reached or a write was refused; the message says which."""
+
+
+def utcnow() -> datetime.datetime:
+    """Naive UTC now, as nova stores its timestamps."""
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+
+
+def normalize_url(url: str) -> str:
+    """Pick the driver nova deployments use when a URL names none (``mysql://`` → pymysql)."""
+    parsed = make_url(url)
+    if parsed.drivername == "mysql":
+        parsed = parsed.set(drivername="mysql+pymysql")
+    elif parsed.drivername == "postgres":
+        parsed = parsed.set(drivername="postgresql")
+    return parsed.render_as_string(hide_password=False)
+
+
+def get_engine(url: str, *, connect_timeout: float = 5.0) -> Engine:
+    """The process-wide engine for ``url`` (created on first use)."""
+    url = normalize_url(url)
+    engine = _ENGINES.get(url)
+    if engine is not None:
+        return engine
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(url)
+        if engine is None:
+            engine = _create_engine(url, connect_timeout)
+            _ENGINES[url] = engine
+    return engine
+
+
+def _create_engine(url: str, connect_timeout: float) -> Engine:
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        in_memory = parsed.database in (None, "", ":memory:")
+        kwargs: dict[str, Any] = {
+            # cell reads run on worker threads; SQLite's own locking keeps it safe
+            "connect_args": {"check_same_thread": False, "timeout": 30},
+        }
+        if in_memory:
+            # one shared connection, or every thread would see its own empty database
+            kwargs["poolclass"] = StaticPool
+        engine = sa.create_engine(url, **kwargs)
+        if not in_memory:
+            sa.event.listen(engine, "connect", _sqlite_on_connect)
+        return engine
+    if backend == "mysql":
+        return sa.create_engine(
+            url,
+            pool_pre_ping=True,
+            pool_recycle=3600,
+            connect_args={"connect_timeout": max(1, int(connect_timeout))},
+        )
+    if backend == "postgresql":
+        return sa.create_engine(
+            url,
+            pool_pre_ping=True,
+            pool_recycle=3600,
+            connect_args={"connect_timeout": max(1, int(connect_timeout))},
+        )
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # WAL lets the scheduler read while novasched-manage (or a test) writes
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def dispose_engines() -> None:
+    """Close every cached engine (tests, and before a fork)."""
+    with _ENGINES_LOCK:
+        for engine in _ENGINES.values():
+            engine.dispose()
+        _ENGINES.clear()
+
+
+def _as_engine(engine_or_url: Engine | str) -> Engine:
+    return get_engine(engine_or_url) if isinstance(engine_or_url, str) else engine_or_url
+
+
+def create_schema(engine_or_url: Engine | str, which: Literal["api", "cell"] = "api") -> None:
+    """Create nova's API or cell tables that are missing (idempotent)."""
+    if which not in ("api", "cell"):
+        raise ValueError(f"which must be 'api' or 'cell', not {which!r}")
+    metadata = models.API_METADATA if which == "api" else models.CELL_METADATA
+    engine = _as_engine(engine_or_url)
+    try:
+        metadata.create_all(engine, checkfirst=True)
+    except sa.exc.OperationalError as exc:
+        raise DatabaseError(f"cannot create the {which} schema at {_safe(engine)}: {exc.orig}")
+
+
+def _safe(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+# ----------------------------------------------------------------- databases on a server
+
+
+def _server_engine(server_url: str) -> tuple[Engine, str]:
+    parsed = make_url(normalize_url(server_url))
+    backend = parsed.get_backend_name()
+    if backend == "mysql":
+        admin = parsed.set(database=None)
+    elif backend == "postgresql":
+        admin = parsed.set(database="postgres")
+    else:
+        raise ValueError(f"creating databases is only for MySQL/MariaDB or PostgreSQL: {backend}")
+    engine = sa.create_engine(
+        admin.render_as_string(hide_password=False),
+        isolation_level="AUTOCOMMIT",
+        poolclass=sa.pool.NullPool,
+        connect_args={"connect_timeout": 5},
+    )
+    return engine, backend
+
+
+def database_url(server_url: str, name: str) -> str:
+    """The URL of database ``name`` on the server of ``server_url``."""
+    parsed = make_url(normalize_url(server_url)).set(database=name)
+    return parsed.render_as_string(hide_password=False)
+
+
+def ensure_database(server_url: str, name: str) -> str:
+    """Create database ``name`` on a MariaDB/PostgreSQL server if missing; return its URL."""
+    if not _DB_NAME_RE.match(name):
+        raise ValueError(f"invalid database name {name!r}: use letters, digits and _")
+    engine, backend = _server_engine(server_url)
+    try:
+        with engine.connect() as conn:
+            if backend == "mysql":
+                conn.exec_driver_sql(
+                    f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4"
+                )
+            else:
+                exists = conn.execute(
+                    sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
+                ).first()
+                if not exists:
+                    conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    finally:
+        engine.dispose()
+    return database_url(server_url, name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    """Drop database ``name`` (and dispose our engines on it) if it exists."""
+    if not _DB_NAME_RE.match(name):
+        raise ValueError(f"invalid database name {name!r}: use letters, digits and _")
+    target = database_url(server_url, name)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.pop(target, None)
+    if engine is not None:
+        engine.dispose()
+    admin, backend = _server_engine(server_url)
+    try:
+        with admin.connect() as conn:
+            if backend == "mysql":
+                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+            else:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()
+
+
+# ---------------------------------------------------------------------------- API writes
+
+
+def create_cell_mapping(
+    api_engine: Engine,
+    *,
+    name: str,
+    database_connection: str,
+    transport_url: str = "none:///",
+    uuid: str | None = None,
+    disabled: bool = False,
+) -> dict[str, Any]:
+    """Insert a cell mapping, as ``nova-manage cell_v2 create_cell`` does; return it.
+
+    Raises DatabaseError if a cell with the same uuid or name already exists.
+    """
+    cell_uuid = uuid or str(uuidlib.uuid4())
+    t = models.cell_mappings
+    with api_engine.begin() as conn:
+        clash = conn.execute(
+            sa.select(t.c.uuid, t.c.name).where(sa.or_(t.c.uuid == cell_uuid, t.c.name == name))
+        ).first()
+        if clash is not None:
+            raise DatabaseError(
+                f"a cell named {clash.name!r} with uuid {clash.uuid} already exists"
+            )
+        now = utcnow()
+        conn.execute(
+            t.insert().values(
+                uuid=cell_uuid,
+                name=name,
+                transport_url=transport_url,
+                database_connection=database_connection,
+                disabled=disabled,
+                created_at=now,
+            )
+        )
+    return {
+        "uuid": cell_uuid,
+        "name": name,
+        "transport_url": transport_url,
+        "database_connection": database_connection,
+        "disabled": disabled,
+    }
+
+
+def ensure_cell0(api_engine: Engine, database_connection: str) -> bool:
+    """Map cell0 (uuid all zeros) unless it is mapped already; True if it was created."""
+    t = models.cell_mappings
+    with api_engine.connect() as conn:
+        if conn.execute(sa.select(t.c.id).where(t.c.uuid == CELL0_UUID)).first():
+            return False
+    create_cell_mapping(
+        api_engine,
+        name=CELL0_NAME,
+        database_connection=database_connection,
+        transport_url="none:///",
+        uuid=CELL0_UUID,
+    )
+    return True
+
+
+def map_hosts(api_engine: Engine, cell_uuid: str, hosts: list[str]) -> int:
+    """Map ``hosts`` to the cell (like discover_hosts); hosts already mapped are left alone.
+
+    Returns the number of new mappings.
+    """
+    cm, hm = models.cell_mappings, models.host_mappings
+    with api_engine.begin() as conn:
+        cell_id = conn.execute(sa.select(cm.c.id).where(cm.c.uuid == cell_uuid)).scalar()
+        if cell_id is None:
+            raise DatabaseError(f"no cell with uuid {cell_uuid}")
+        existing: set[str] = set()
+        for chunk in chunked(sorted(set(hosts))):
+            existing.update(
+                conn.execute(sa.select(hm.c.host).where(hm.c.host.in_(chunk))).scalars()
+            )
+        now = utcnow()
+        rows = [
+            {"cell_id": cell_id, "host": h, "created_at": now}
+            for h in sorted(set(hosts) - existing)
+        ]
+        if rows:
+            conn.execute(hm.insert(), rows)
+    return len(rows)
+
+
+# --------------------------------------------------------------------------- cell writes
+
+
+def touch_services(
+    cell_engine: Engine,
+    *,
+    hosts: list[str] | None = None,
+    only_reporting: bool = True,
+    now: datetime.datetime | None = None,
+) -> int:
+    """Heartbeat nova-compute services: set last_seen_up/updated_at to now, report_count+1.
+
+    With ``only_reporting`` a service whose report_count is 0 (one that never reported,
+    how the synthetic fleet marks a host down) is left alone. Returns the rows touched.
+    """
+    t = models.services
+    now = now or utcnow()
+    cond = [t.c.binary == "nova-compute", t.c.deleted == 0]
+    if only_reporting:
+        cond.append(t.c.report_count > 0)
+    touched = 0
+    with cell_engine.begin() as conn:
+        stmt = t.update().values(
+            last_seen_up=now, updated_at=now, report_count=t.c.report_count + 1
+        )
+        if hosts is None:
+            touched = conn.execute(stmt.where(*cond)).rowcount
+        else:
+            for chunk in chunked(hosts):
+                touched += conn.execute(stmt.where(*cond, t.c.host.in_(chunk))).rowcount
+    return touched
+
+
+def chunked(items: list[Any], size: int = 1000) -> list[list[Any]]:
+    """``items`` in lists of at most ``size`` (big IN lists break some backends)."""
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -1,0 +1,256 @@
+"""Read functions for the scheduler's hot path: Core ``select()``s returning plain dicts.
+
+Cell-database reads follow nova's soft delete (live rows have ``deleted == 0``). The
+``updated_since`` forms serve the incremental host cache: they return the rows created,
+updated or deleted at or after the given time, soft-deleted ones flagged ``deleted=True``
+so the cache can drop them. ``>=`` rather than ``>`` because MySQL DATETIME keeps whole
+seconds: a row written in the same second as the previous read must not be lost.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+from collections import defaultdict
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from db import models
+from db.api import chunked
+
+LOG = logging.getLogger(__name__)
+
+_CN = models.compute_nodes
+_SVC = models.services
+_INST = models.instances
+
+
+def _naive_utc(value: datetime.datetime) -> datetime.datetime:
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value
+
+
+# ---------------------------------------------------------------------------- API database
+
+
+def get_cell_mappings(api_engine: Engine) -> list[dict[str, Any]]:
+    """Every cell mapping (cell0 included), ordered by id."""
+    t = models.cell_mappings
+    stmt = sa.select(
+        t.c.id, t.c.uuid, t.c.name, t.c.database_connection, t.c.transport_url, t.c.disabled
+    ).order_by(t.c.id)
+    with api_engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(stmt)]
+    for row in rows:
+        row["disabled"] = bool(row["disabled"])
+    return rows
+
+
+def get_host_mappings(api_engine: Engine) -> dict[str, str]:
+    """``{host: cell_uuid}`` for every mapped host."""
+    hm, cm = models.host_mappings, models.cell_mappings
+    stmt = sa.select(hm.c.host, cm.c.uuid).join(cm, hm.c.cell_id == cm.c.id)
+    with api_engine.connect() as conn:
+        return {host: cell_uuid for host, cell_uuid in conn.execute(stmt)}
+
+
+def _load_aggregates(conn: sa.Connection, agg_ids: sa.Select | None) -> list[dict[str, Any]]:
+    a, ah, am = models.aggregates, models.aggregate_hosts, models.aggregate_metadata
+    stmt = sa.select(a.c.id, a.c.uuid, a.c.name, a.c.created_at, a.c.updated_at).order_by(a.c.id)
+    hosts_stmt = sa.select(ah.c.aggregate_id, ah.c.host)
+    meta_stmt = sa.select(am.c.aggregate_id, am.c.key, am.c.value)
+    if agg_ids is not None:
+        stmt = stmt.where(a.c.id.in_(agg_ids))
+        hosts_stmt = hosts_stmt.where(ah.c.aggregate_id.in_(agg_ids))
+        meta_stmt = meta_stmt.where(am.c.aggregate_id.in_(agg_ids))
+    aggs: dict[int, dict[str, Any]] = {}
+    for row in conn.execute(stmt):
+        agg = dict(row._mapping)
+        agg["hosts"] = set()
+        agg["metadata"] = {}
+        aggs[agg["id"]] = agg
+    for agg_id, host in conn.execute(hosts_stmt):
+        if agg_id in aggs and host:
+            aggs[agg_id]["hosts"].add(host)
+    for agg_id, key, value in conn.execute(meta_stmt):
+        if agg_id in aggs:
+            aggs[agg_id]["metadata"][key] = value
+    return list(aggs.values())
+
+
+def get_aggregates(api_engine: Engine) -> list[dict[str, Any]]:
+    """Every aggregate: ``{id, uuid, name, created_at, updated_at, hosts: set, metadata: dict}``."""
+    with api_engine.connect() as conn:
+        return _load_aggregates(conn, None)
+
+
+def get_aggregates_by_metadata(
+    api_engine: Engine,
+    key: str | None = None,
+    key_prefix: str | None = None,
+    value: str | None = None,
+) -> list[dict[str, Any]]:
+    """The aggregates having one metadata item that matches every given condition.
+
+    ``key`` is an exact key, ``key_prefix`` a key prefix (e.g. ``filter_tenant_id``),
+    ``value`` an exact value. Each aggregate comes whole, as ``get_aggregates`` gives it.
+    """
+    am = models.aggregate_metadata
+    cond = []
+    if key is not None:
+        cond.append(am.c.key == key)
+    if key_prefix is not None:
+        cond.append(am.c.key.startswith(key_prefix, autoescape=True))
+    if value is not None:
+        cond.append(am.c.value == value)
+    ids = sa.select(am.c.aggregate_id).where(*cond).distinct()
+    with api_engine.connect() as conn:
+        return _load_aggregates(conn, ids)
+
+
+def get_instance_group(api_engine: Engine, uuid: str) -> dict[str, Any] | None:
+    """A server group: ``{id, uuid, name, user_id, project_id, policy, rules, members}``.
+
+    ``rules`` is the decoded JSON dict (``{}`` when unset); ``members`` the instance uuids.
+    None if there is no such group. The members' hosts are the conductor's business.
+    """
+    g, p, m = models.instance_groups, models.instance_group_policy, models.instance_group_member
+    with api_engine.connect() as conn:
+        row = conn.execute(
+            sa.select(g.c.id, g.c.uuid, g.c.name, g.c.user_id, g.c.project_id).where(
+                g.c.uuid == uuid
+            )
+        ).first()
+        if row is None:
+            return None
+        group = dict(row._mapping)
+        pol = conn.execute(
+            sa.select(p.c.policy, p.c.rules).where(p.c.group_id == group["id"]).order_by(p.c.id)
+        ).first()
+        members = conn.execute(
+            sa.select(m.c.instance_uuid).where(m.c.group_id == group["id"]).order_by(m.c.id)
+        ).scalars()
+        group["members"] = [u for u in members if u]
+    group["policy"] = pol.policy if pol else None
+    rules: dict[str, Any] = {}
+    if pol is not None and pol.rules:
+        try:
+            rules = json.loads(pol.rules) or {}
+        except ValueError:
+            LOG.warning("Server group %s has unreadable rules %r; ignoring them", uuid, pol.rules)
+    group["rules"] = rules
+    return group
+
+
+# --------------------------------------------------------------------------- cell database
+
+
+def _changed_since(table: sa.Table, since: datetime.datetime) -> sa.ColumnElement[bool]:
+    since = _naive_utc(since)
+    return sa.or_(
+        table.c.updated_at >= since, table.c.created_at >= since, table.c.deleted_at >= since
+    )
+
+
+def get_compute_nodes(
+    cell_engine: Engine,
+    uuids: list[str] | None = None,
+    updated_since: datetime.datetime | None = None,
+) -> list[dict[str, Any]]:
+    """Compute-node rows as dicts with nova's column names plus ``deleted: bool``.
+
+    Without ``updated_since``: the live rows (optionally only ``uuids``). With it: the rows
+    changed at or after that time, soft-deleted ones included and flagged.
+    """
+    stmt = sa.select(_CN)
+    if updated_since is None:
+        stmt = stmt.where(_CN.c.deleted == 0)
+    else:
+        stmt = stmt.where(_changed_since(_CN, updated_since))
+    return _rows_by_uuid_chunks(cell_engine, stmt, _CN.c.uuid, uuids)
+
+
+def get_compute_nodes_by_host_or_node(
+    cell_engine: Engine, host: str | None = None, node: str | None = None
+) -> list[dict[str, Any]]:
+    """Live compute nodes of ``host`` and/or with hypervisor_hostname ``node``."""
+    stmt = sa.select(_CN).where(_CN.c.deleted == 0)
+    if host is not None:
+        stmt = stmt.where(_CN.c.host == host)
+    if node is not None:
+        stmt = stmt.where(_CN.c.hypervisor_hostname == node)
+    return _rows_by_uuid_chunks(cell_engine, stmt, _CN.c.uuid, None)
+
+
+def _rows_by_uuid_chunks(
+    engine: Engine, stmt: sa.Select, col: sa.Column, values: list[str] | None
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    with engine.connect() as conn:
+        if values is None:
+            result = conn.execute(stmt)
+            out = [dict(r._mapping) for r in result]
+        else:
+            for chunk in chunked(list(values)):
+                out.extend(dict(r._mapping) for r in conn.execute(stmt.where(col.in_(chunk))))
+    for row in out:
+        row["deleted"] = bool(row["deleted"])
+    return out
+
+
+def get_compute_services(
+    cell_engine: Engine, updated_since: datetime.datetime | None = None
+) -> list[dict[str, Any]]:
+    """Live ``nova-compute`` service rows (disabled ones included) as dicts.
+
+    With ``updated_since``, only those created, updated or heard from at or after it.
+    """
+    stmt = sa.select(_SVC).where(_SVC.c.binary == "nova-compute", _SVC.c.deleted == 0)
+    if updated_since is not None:
+        since = _naive_utc(updated_since)
+        stmt = stmt.where(
+            sa.or_(
+                _SVC.c.updated_at >= since,
+                _SVC.c.created_at >= since,
+                _SVC.c.last_seen_up >= since,
+            )
+        )
+    with cell_engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(stmt)]
+    for row in rows:
+        row["disabled"] = bool(row["disabled"])
+        row["forced_down"] = bool(row["forced_down"])
+        row["deleted"] = False
+    return rows
+
+
+def get_instance_uuids_by_host(
+    cell_engine: Engine, hosts: list[str] | None = None
+) -> dict[str, set[str]]:
+    """``{host: {instance uuid}}`` of the live instances (all hosts, or only ``hosts``)."""
+    stmt = sa.select(_INST.c.host, _INST.c.uuid).where(
+        _INST.c.deleted == 0, _INST.c.host.is_not(None)
+    )
+    out: dict[str, set[str]] = defaultdict(set)
+    with cell_engine.connect() as conn:
+        if hosts is None:
+            batches = [conn.execute(stmt)]
+        else:
+            batches = [conn.execute(stmt.where(_INST.c.host.in_(c))) for c in chunked(list(hosts))]
+        for result in batches:
+            for host, uuid in result:
+                out[host].add(uuid)
+    return dict(out)
+
+
+def get_minimum_service_version(cell_engine: Engine, binary: str = "nova-compute") -> int | None:
+    """The lowest ``version`` among the live services of ``binary`` (None if there are none)."""
+    stmt = sa.select(sa.func.min(_SVC.c.version)).where(
+        _SVC.c.binary == binary, _SVC.c.deleted == 0
+    )
+    with cell_engine.connect() as conn:
+        return conn.execute(stmt).scalar()

@@ -1,0 +1,146 @@
+"""ComputeCapabilitiesFilter: flavor extra specs against what the host reports."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from filters import BaseHostFilter, FilterOutcome, Reject, extra_specs_ops
+
+LOG = logging.getLogger(__name__)
+
+_MAXPHYSADDR_KEY = "hw:maxphysaddr_bits"
+_MAXPHYSADDR_SCOPE = ("cpu_info", "maxphysaddr", "bits")
+
+
+@dataclass(slots=True, frozen=True)
+class _Check:
+    """One flavor extra spec to verify, parsed once per request."""
+
+    key: str  # the flavor's key, for messages
+    scope: tuple[str, ...]  # the path through the HostState
+    req: str
+    unscoped: bool  # only checked when the host has this attribute or stats key
+    missing: Reject
+    mismatch: Reject
+
+
+def _checks(spec_obj: Any) -> list[_Check]:
+    flavor = getattr(spec_obj, "flavor", None)
+    extra_specs = getattr(flavor, "extra_specs", None) or {}
+    checks = []
+    for key, req in extra_specs.items():
+        if key == _MAXPHYSADDR_KEY:
+            scope: tuple[str, ...] = _MAXPHYSADDR_SCOPE
+            req = f">= {req}"
+            unscoped = False
+        else:
+            parts = key.split(":")
+            if len(parts) == 1:
+                scope, unscoped = (key,), True
+            elif parts[0] == "capabilities":
+                scope, unscoped = tuple(parts[1:]), False
+            else:
+                continue  # another namespace (hw:, trait:, resources: ...): not ours
+        checks.append(
+            _Check(
+                key=key,
+                scope=scope,
+                req=req,
+                unscoped=unscoped,
+                missing=Reject(f"host does not report {key}"),
+                mismatch=Reject(f"{key} does not match {req}"),
+            )
+        )
+    return checks
+
+
+def _decode(text: str, decoded: dict[str, Any]) -> Any:
+    """json.loads, memoised for one batch: hosts of a fleet mostly share their cpu_info."""
+    try:
+        return decoded[text]
+    except KeyError:
+        pass
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    decoded[text] = value
+    return value
+
+
+def _resolve(host_state: Any, scope: tuple[str, ...], decoded: dict[str, Any]) -> Any:
+    """Walk ``scope`` through the host: attributes, else the host's stats; JSON strings are
+    decoded at each step. None when any step is missing."""
+    cap: Any = host_state
+    for name in scope:
+        if isinstance(cap, str):
+            cap = _decode(cap, decoded)
+            if cap is None:
+                return None
+        if isinstance(cap, dict):
+            cap = cap.get(name)
+        else:
+            cap = getattr(cap, name, None)
+            if cap is None:
+                cap = (getattr(host_state, "stats", None) or {}).get(name)
+        if cap is None:
+            return None
+    return cap
+
+
+def _failure(host_state: Any, checks: list[_Check], decoded: dict[str, Any]) -> Reject | None:
+    for check in checks:
+        if check.unscoped:
+            stats = getattr(host_state, "stats", None) or {}
+            if not hasattr(host_state, check.key) and check.key not in stats:
+                continue
+        cap = _resolve(host_state, check.scope, decoded)
+        if cap is None:
+            return check.missing
+        if not extra_specs_ops.match(str(cap), check.req):
+            return check.mismatch
+    return None
+
+
+class ComputeCapabilitiesFilter(BaseHostFilter):
+    """Passes hosts whose reported capabilities satisfy the flavor's ``capabilities:``
+    extra specs (and unscoped keys naming a host attribute or stat)."""
+
+    RUN_ON_REBUILD = False
+    # capabilities do not change within a request
+    run_filter_once_per_request = True
+
+    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+        result = _failure(host_state, _checks(spec_obj), {})
+        if result is None:
+            return True
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(
+                "%(host_state)s fails instance_type extra_specs requirements: %(reason)s",
+                {"host_state": host_state, "reason": result.reason},
+            )
+        return result
+
+    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+        checks = _checks(spec_obj)
+        if not checks:
+            return FilterOutcome(passed=list(host_states))
+        debug = LOG.isEnabledFor(logging.DEBUG)
+        decoded: dict[str, Any] = {}
+        outcome = FilterOutcome()
+        for host in host_states:
+            result = _failure(host, checks, decoded)
+            if result is None:
+                outcome.passed.append(host)
+                continue
+            if debug:
+                LOG.debug(
+                    "%(host_state)s fails instance_type extra_specs requirements: %(reason)s",
+                    {"host_state": host, "reason": result.reason},
+                )
+            outcome.rejected.append((host, result.reason))
+        return outcome

@@ -1,0 +1,230 @@
+"""The filter handler: runs the enabled filters over the candidate hosts, in order.
+
+Semantics are nova's ``BaseFilterHandler.get_filtered_objects``: filters run one after the
+other in configured order, each keeps the order of the hosts it is given, filters marked
+``run_filter_once_per_request`` are skipped for the second and later instances of a
+multi-create, filters with ``RUN_ON_REBUILD = False`` pass every host on a rebuild, and the
+chain stops as soon as a filter leaves no host. The log lines are nova's.
+
+On top of nova, the handler records *why* each host was removed (``FilterReport``), which is
+what NoValidHost messages and ``explain`` are made of.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stevedore import ExtensionManager
+
+from filters import BaseHostFilter, FilterOutcome
+from scheduler.exceptions import NoValidHost, PluginNotFound
+
+LOG = logging.getLogger(__name__)
+
+FILTER_NAMESPACE = "novasched.filters"
+
+# Reason recorded for hosts dropped by a nova-style ``filter_all`` that returns only survivors.
+_FILTER_ALL_REASON = "rejected"
+_STOPPED_REASON = "filter asked to stop filtering"
+
+
+class FilterError(NoValidHost):
+    """A filter raised an exception. The request fails with this error (a NoValidHost, so
+    the caller rolls back and nova's conductor gets its usual exception) instead of the
+    worker dying; the traceback is in the scheduler log."""
+
+    def __init__(self, filter_name: str, error: BaseException):
+        self.filter_name = filter_name
+        self.error = error
+        super().__init__(
+            f"Filter {filter_name} failed: {type(error).__name__}: {error}. "
+            "This is a bug in the filter or bad data on a host; see the scheduler log."
+        )
+
+
+@dataclass(slots=True)
+class FilterStep:
+    """What one filter did in one run of the chain."""
+
+    name: str
+    hosts_in: int
+    removed: list[tuple[Any, str]] = field(default_factory=list)
+    elapsed: float = 0.0
+    # None when the filter ran; "rebuild" when it passed everything because of a rebuild
+    skipped: str | None = None
+
+    @property
+    def hosts_out(self) -> int:
+        return self.hosts_in - len(self.removed)
+
+
+@dataclass(slots=True)
+class FilterReport:
+    """The surviving hosts and, per filter, which hosts it removed and why."""
+
+    hosts: list[Any] = field(default_factory=list)
+    steps: list[FilterStep] = field(default_factory=list)
+    removed_by: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def summary(self, total: int | None = None) -> str:
+        """``"0/120 hosts available: 64 ComputeFilter (service disabled), 40 ..."``: counts
+        per filter and reason, highest first (ties in filter order)."""
+        if total is None:
+            total = self.steps[0].hosts_in if self.steps else len(self.hosts)
+        head = f"{len(self.hosts)}/{total} hosts available"
+        entries: list[tuple[int, int, str]] = []
+        for order, (name, reasons) in enumerate(self.removed_by.items()):
+            for reason, count in reasons.items():
+                entries.append((count, order, f"{count} {name} ({reason})"))
+        if not entries:
+            return head
+        entries.sort(key=lambda e: (-e[0], e[1]))
+        return head + ": " + ", ".join(text for _, _, text in entries)
+
+
+class FilterHandler:
+    """Runs an ordered list of filter instances over hosts."""
+
+    def __init__(self, filters: list[BaseHostFilter]):
+        self.filters = list(filters)
+
+    def run(
+        self,
+        hosts: list[Any],
+        spec_obj: Any,
+        index: int = 0,
+        request_id: str | None = None,
+    ) -> FilterReport:
+        """Filter ``hosts`` for the ``index``-th instance of the request."""
+        debug = LOG.isEnabledFor(logging.DEBUG)
+        extra = {"request_id": request_id}
+        current = list(hosts)
+        report = FilterReport()
+        is_rebuild = bool(getattr(spec_obj, "is_rebuild", False))
+        if debug:
+            LOG.debug("Starting with %d host(s)", len(current), extra=extra)
+        # nova's INFO line lists "(start, end)" per filter; the full per-host history is only
+        # built when debug is on, as nova does.
+        part_results: list[str] = []
+        full_results: list[tuple[str, list[tuple[str, str]] | None]] = []
+
+        for filter_ in self.filters:
+            if index > 0 and getattr(filter_, "run_filter_once_per_request", False):
+                continue
+            name = getattr(filter_, "name", None) or type(filter_).__name__
+            start_count = len(current)
+            if is_rebuild and not getattr(filter_, "RUN_ON_REBUILD", False):
+                report.steps.append(FilterStep(name, start_count, skipped="rebuild"))
+                part_results.append(f"{name}: (start: {start_count}, end: {start_count})")
+                if debug:
+                    full_results.append((name, _host_names(current)))
+                    LOG.debug("Filter %s returned %d host(s)", name, start_count, extra=extra)
+                if not current:
+                    break
+                continue
+
+            started = time.perf_counter()
+            try:
+                outcome = _apply(filter_, current, spec_obj)
+            except Exception as exc:
+                LOG.exception(
+                    "Filter %s raised an error on %d host(s) for the request with instance ID '%s'",
+                    name,
+                    start_count,
+                    getattr(spec_obj, "instance_uuid", None),
+                    extra=extra,
+                )
+                raise FilterError(name, exc) from exc
+            elapsed = time.perf_counter() - started
+
+            current = outcome.passed
+            report.steps.append(FilterStep(name, start_count, outcome.rejected, elapsed))
+            if outcome.rejected:
+                counter = report.removed_by.get(name)
+                if counter is None:
+                    counter = report.removed_by[name] = Counter()
+                counter.update(reason for _, reason in outcome.rejected)
+            end_count = len(current)
+            part_results.append(f"{name}: (start: {start_count}, end: {end_count})")
+            if not current:
+                LOG.info("Filter %s returned 0 hosts", name, extra=extra)
+                if debug:
+                    full_results.append((name, None))
+                break
+            if debug:
+                full_results.append((name, _host_names(current)))
+                LOG.debug("Filter %s returned %d host(s)", name, end_count, extra=extra)
+
+        if not current:
+            inst_uuid = getattr(spec_obj, "instance_uuid", None)
+            msg = (
+                "Filtering removed all hosts for the request with instance ID '%s'. "
+                "Filter results: %s"
+            )
+            if debug:
+                LOG.debug(msg, inst_uuid, str(full_results), extra=extra)
+            LOG.info(msg, inst_uuid, str(part_results), extra=extra)
+        report.hosts = current
+        return report
+
+
+def _host_names(hosts: list[Any]) -> list[tuple[str, str]]:
+    return [(getattr(h, "host", h), getattr(h, "nodename", "")) for h in hosts]
+
+
+def _apply(filter_: Any, hosts: list[Any], spec_obj: Any) -> FilterOutcome:
+    """Run one filter: its batch ``filter_hosts``, or a nova-style ``filter_all`` that a
+    plugin copied from nova overrides, or the per-host loop of the base class."""
+    cls = type(filter_)
+    filter_all = getattr(filter_, "filter_all", None)
+    if callable(filter_all) and getattr(cls, "filter_hosts", None) is BaseHostFilter.filter_hosts:
+        return _outcome_from_survivors(filter_, hosts, filter_all(hosts, spec_obj))
+    outcome = filter_.filter_hosts(hosts, spec_obj)
+    if isinstance(outcome, FilterOutcome):
+        return outcome
+    # a plugin whose filter_hosts returns the survivors, nova-style
+    return _outcome_from_survivors(filter_, hosts, outcome)
+
+
+def _outcome_from_survivors(
+    filter_: Any, hosts: list[Any], survivors: Iterable[Any] | None
+) -> FilterOutcome:
+    if survivors is None:
+        # nova's "Filter %s says to stop filtering": nothing goes through
+        return FilterOutcome([], [(h, _STOPPED_REASON) for h in hosts])
+    passed = list(survivors)
+    kept = {id(h) for h in passed}
+    reason = getattr(filter_, "default_reason", None) or _FILTER_ALL_REASON
+    return FilterOutcome(passed, [(h, reason) for h in hosts if id(h) not in kept])
+
+
+def _short_name(name: str) -> str:
+    """``nova.scheduler.filters.compute_filter.ComputeFilter`` -> ``ComputeFilter``."""
+    return name.strip().rsplit(".", 1)[-1]
+
+
+def _registered(namespace: str) -> dict[str, Any]:
+    def _on_failure(_manager: Any, entrypoint: Any, exc: Exception) -> None:
+        LOG.error("Could not load plugin %s from %s: %s", entrypoint.name, namespace, exc)
+
+    manager = ExtensionManager(
+        namespace, invoke_on_load=False, on_load_failure_callback=_on_failure
+    )
+    return {ext.name: ext.plugin for ext in manager}
+
+
+def load_filters(names: list[str]) -> list[BaseHostFilter]:
+    """Instantiate the named filters, in the given order, from the ``novasched.filters``
+    entry points. nova's dotted class paths are accepted by their last component."""
+    available = _registered(FILTER_NAMESPACE)
+    given = [n.strip() for n in names if n and n.strip()]
+    wanted = [_short_name(n) for n in given]
+    unknown = [n for n, w in zip(given, wanted, strict=True) if w not in available]
+    if unknown:
+        raise PluginNotFound("filter", unknown, list(available))
+    return [available[w]() for w in wanted]

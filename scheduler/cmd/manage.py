@@ -1,0 +1,523 @@
+"""novasched-manage: database schema, cells, synthetic fleets, host listing, the demo.
+
+    novasched-manage --config-file nova.conf db sync [--api-only]
+    novasched-manage --config-file nova.conf cell create --name cell1 --database-connection URL
+    novasched-manage --config-file nova.conf cell list
+    novasched-manage --config-file nova.conf fleet load --hosts 100 --placement-url URL
+    novasched-manage --config-file nova.conf fleet heartbeat
+    novasched-manage --config-file nova.conf host list [--cell cell1]
+    novasched-manage demo [...]
+
+The config files are read with oslo.config under project "nova" (nova.conf as it is);
+``[api_database] connection`` locates the API database and cell_mappings the cells. Every
+error is one line on stderr and a non-zero exit status (``--debug`` adds the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import sys
+import uuid as uuidlib
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import sqlalchemy as sa
+from oslo_config import cfg
+from sqlalchemy.engine import make_url
+
+import db
+from scheduler import fleet as fleet_mod
+from scheduler.conf import CONF
+
+LOG = logging.getLogger(__name__)
+PROG = "novasched-manage"
+
+
+class CommandError(Exception):
+    """A bad input or an unusable environment; its message is shown as the one-line error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line and raises instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandError(f"{message} (see '{self.prog} --help')")
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _safe_url(url: str | None) -> str:
+    if not url:
+        return ""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy can parse: show it as given
+        return url
+
+
+def _check_url(url: str, what: str) -> str:
+    try:
+        make_url(url)
+    except Exception:
+        raise CommandError(f"{what} is not a valid SQLAlchemy URL: {url!r}")
+    return url
+
+
+def _api_engine() -> sa.Engine:
+    url = CONF.api_database.connection
+    if not url:
+        raise CommandError(
+            "no API database: set [api_database] connection in the file given with --config-file"
+        )
+    return db.get_engine(_check_url(url, "[api_database] connection"))
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cell0_url(url: str) -> str:
+    """nova's map_cell0 default: the cell database's name with ``_cell0`` appended."""
+    parsed = make_url(url)
+    name = parsed.database or ""
+    if parsed.get_backend_name() == "sqlite":
+        if name in ("", ":memory:"):
+            return url
+        stem, dot, ext = name.rpartition(".")
+        new = f"{stem}_cell0.{ext}" if dot and "/" not in ext else f"{name}_cell0"
+    else:
+        new = f"{name}_cell0"
+    return parsed.set(database=new).render_as_string(hide_password=False)
+
+
+def _resolve_cells(api_engine: sa.Engine, wanted: Sequence[str] | None) -> list[dict[str, Any]]:
+    """The cells named (by name or uuid) in ``wanted``, else every enabled non-cell0 cell."""
+    cells = [c for c in db.get_cell_mappings(api_engine) if c["uuid"] != db.CELL0_UUID]
+    if not wanted:
+        chosen = [c for c in cells if not c["disabled"]]
+        if not chosen:
+            raise CommandError("no cells are mapped: run 'cell create' first")
+        return chosen
+    out = []
+    for w in wanted:
+        match = [c for c in cells if w in (c["name"], c["uuid"])]
+        if not match:
+            names = ", ".join(c["name"] or c["uuid"] for c in cells) or "none"
+            raise CommandError(f"unknown cell {w!r} (known cells: {names})")
+        out.extend(m for m in match if m not in out)
+    return out
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+def _register_database_opts() -> None:
+    """nova's ``[database] connection`` (a cell database) belongs to oslo.db, which registers
+    its own options on the global CONF whenever it runs in this process (the embedded
+    Placement does): use oslo.db's option objects when it is installed so both agree."""
+    try:
+        from oslo_db import options as db_options
+
+        opts = db_options.database_opts
+    except ImportError:  # oslo.db is not a dependency of the scheduler itself
+        opts = [cfg.StrOpt("connection", secret=True, help="A cell database URL.")]
+    try:
+        CONF.register_opts(opts, group="database")
+    except cfg.DuplicateOptError:
+        pass
+
+
+def cmd_db_sync(args: argparse.Namespace) -> int:
+    api = _api_engine()
+    db.create_schema(api, "api")
+    print(f"API database ready: {_safe_url(api.url.render_as_string(hide_password=False))}")
+    if args.api_only:
+        return 0
+    urls: list[tuple[str, str]] = []
+    if CONF.database.connection:
+        urls.append(("[database] connection", CONF.database.connection))
+    for cell in db.get_cell_mappings(api):
+        urls.append((f"cell {cell['name'] or cell['uuid']}", cell["database_connection"]))
+    done: set[str] = set()
+    for label, url in urls:
+        url = db.api.normalize_url(_check_url(url, label))
+        if url in done:
+            continue
+        done.add(url)
+        db.create_schema(url, "cell")
+        print(f"cell database ready ({label}): {_safe_url(url)}")
+    return 0
+
+
+def cmd_cell_create(args: argparse.Namespace) -> int:
+    url = args.database_connection or CONF.database.connection
+    if not url:
+        raise CommandError("give --database-connection (or set [database] connection)")
+    _check_url(url, "--database-connection")
+    if args.uuid:
+        try:
+            uuidlib.UUID(args.uuid)
+        except ValueError:
+            raise CommandError(f"--uuid is not a UUID: {args.uuid!r}")
+    if not args.name.strip():
+        raise CommandError("--name must not be empty")
+    api = _api_engine()
+    db.create_schema(api, "api")
+    cell0_url = args.cell0_database_connection or _cell0_url(CONF.database.connection or url)
+    if db.ensure_cell0(api, _check_url(cell0_url, "cell0 database connection")):
+        print(f"mapped cell0: {_safe_url(cell0_url)}")
+    cell = db.create_cell_mapping(
+        api,
+        name=args.name,
+        database_connection=url,
+        transport_url=args.transport_url or getattr(CONF, "transport_url", None) or "none:///",
+        uuid=args.uuid,
+        disabled=args.disabled,
+    )
+    print(cell["uuid"])
+    return 0
+
+
+def cmd_cell_list(args: argparse.Namespace) -> int:
+    rows = [
+        [
+            c["name"],
+            c["uuid"],
+            _safe_url(c["transport_url"]),
+            _safe_url(c["database_connection"]),
+            c["disabled"],
+        ]
+        for c in db.get_cell_mappings(_api_engine())
+    ]
+    print(_table(["name", "uuid", "transport_url", "database_connection", "disabled"], rows))
+    return 0
+
+
+def _placement_client(args: argparse.Namespace) -> Any:
+    if args.no_placement:
+        return None
+    url = args.placement_url or CONF.placement.endpoint_override
+    if not url:
+        raise CommandError(
+            "no Placement: give --placement-url URL (or set [placement] endpoint_override), "
+            "or --no-placement to write the databases only"
+        )
+    from placement_client import PlacementClient
+
+    client = PlacementClient(url, token=CONF.placement.noauth2_user)
+    try:
+        client.version()
+    except Exception as exc:
+        raise CommandError(f"Placement at {url} does not answer: {exc}")
+    return client
+
+
+def cmd_fleet_load(args: argparse.Namespace) -> int:
+    api = _api_engine()
+    cells = _resolve_cells(api, args.cells)
+    azs = [a.strip() for a in args.azs.split(",") if a.strip()] if args.azs is not None else None
+    spec = fleet_mod.FleetSpec(
+        hosts=args.hosts,
+        cells=[c["uuid"] for c in cells],
+        seed=args.seed,
+        host_prefix=args.host_prefix,
+        max_instances_per_host=args.max_instances_per_host,
+    )
+    for name in ("disabled_fraction", "down_fraction", "aarch64_fraction"):
+        value = getattr(args, name)
+        if value is not None:
+            setattr(spec, name, value)
+    if azs is not None:
+        spec.azs = azs
+    try:
+        fleet = fleet_mod.build_fleet(spec)
+    except ValueError as exc:
+        raise CommandError(str(exc))
+    placement = _placement_client(args)
+    engines = {}
+    for c in cells:
+        engine = db.get_engine(_check_url(c["database_connection"], f"cell {c['name']}"))
+        db.create_schema(engine, "cell")
+        engines[c["uuid"]] = engine
+    try:
+        fleet_mod.load_fleet(fleet, api, engines, placement, workers=args.workers)
+    except fleet_mod.FleetConflict as exc:
+        raise CommandError(str(exc))
+    names = ", ".join(c["name"] or c["uuid"] for c in cells)
+    print(
+        f"loaded {len(fleet.hosts)} hosts into {names}: {len(fleet.disabled_hosts)} disabled, "
+        f"{len(fleet.down_hosts)} down, {sum(len(v) for v in fleet.instances.values())} "
+        f"instances, aggregates {', '.join(a.name for a in fleet.aggregates) or 'none'}"
+        + ("" if placement is None else f"; {len(fleet.providers)} Placement providers")
+    )
+    return 0
+
+
+def cmd_fleet_heartbeat(args: argparse.Namespace) -> int:
+    api = _api_engine()
+    total = 0
+    for c in _resolve_cells(api, args.cells):
+        total += db.touch_services(db.get_engine(c["database_connection"]))
+    print(f"heartbeat: {total} nova-compute services reported up")
+    return 0
+
+
+def _service_is_up(svc: dict[str, Any] | None, now: datetime.datetime) -> bool:
+    if not svc or svc.get("forced_down"):
+        return False
+    last = svc.get("last_seen_up") or svc.get("updated_at") or svc.get("created_at")
+    if last is None:
+        return False
+    return abs((now - last).total_seconds()) <= CONF.service_down_time
+
+
+def cmd_host_list(args: argparse.Namespace) -> int:
+    api = _api_engine()
+    cells = _resolve_cells(api, [args.cell] if args.cell else None)
+    az_of: dict[str, str] = {}
+    for agg in db.get_aggregates(api):
+        az = agg["metadata"].get("availability_zone")
+        if az:
+            for h in agg["hosts"]:
+                az_of.setdefault(h, az)
+    now = db.api.utcnow()
+    rows = []
+    for c in cells:
+        engine = db.get_engine(c["database_connection"])
+        services = {s["host"]: s for s in db.get_compute_services(engine)}
+        for cn in sorted(db.get_compute_nodes(engine), key=lambda r: r["host"] or ""):
+            svc = services.get(cn["host"])
+            status = "-" if svc is None else ("disabled" if svc["disabled"] else "enabled")
+            rows.append(
+                [
+                    cn["host"],
+                    cn["hypervisor_hostname"],
+                    c["name"],
+                    f"{cn['vcpus_used']}/{cn['vcpus']}",
+                    cn["free_ram_mb"],
+                    cn["free_disk_gb"],
+                    "up" if _service_is_up(svc, now) else "down",
+                    status,
+                    az_of.get(cn["host"], CONF.default_availability_zone),
+                ]
+            )
+    headers = ["host", "node", "cell", "vcpus used/total", "free ram MB", "free disk GB"]
+    headers += ["state", "status", "az"]
+    print(_table(headers, rows))
+    print(f"{len(rows)} hosts")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    try:
+        from scheduler import demo
+    except ImportError as exc:
+        raise CommandError(f"the demo is not available: {exc}")
+    passed = [f"--config-file={f}" for f in args.config_file or []]
+    passed += [f"--config-dir={d}" for d in args.config_dir or []]
+    result = demo.main(passed + list(args.demo_args))
+    return int(result or 0)
+
+
+# ------------------------------------------------------------------------------ parsing
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of novasched-manage."""
+    p = _Parser(prog=PROG, description="Manage novasched's databases, cells and fleets.")
+    p.add_argument("--config-file", action="append", metavar="PATH", help="nova.conf (repeatable)")
+    p.add_argument("--config-dir", action="append", metavar="DIR", help="directory of *.conf")
+    p.add_argument("--debug", action="store_true", help="log debug output and show tracebacks")
+    sub = p.add_subparsers(
+        dest="category", metavar="{db,cell,fleet,host,demo}", parser_class=_Parser
+    )
+    sub.required = True
+
+    dbp = sub.add_parser("db", help="database schema")
+    dbs = dbp.add_subparsers(dest="action", metavar="{sync}", parser_class=_Parser)
+    dbs.required = True
+    sync = dbs.add_parser("sync", help="create the API schema and every cell's schema")
+    sync.add_argument("--api-only", action="store_true", help="only the API database")
+    sync.set_defaults(func=cmd_db_sync)
+
+    cellp = sub.add_parser("cell", help="cell mappings")
+    cells = cellp.add_subparsers(dest="action", metavar="{create,list}", parser_class=_Parser)
+    cells.required = True
+    create = cells.add_parser("create", help="map a cell (and cell0 if missing)")
+    create.add_argument("--name", required=True)
+    create.add_argument("--database-connection", metavar="URL")
+    create.add_argument("--transport-url", metavar="URL")
+    create.add_argument("--uuid")
+    create.add_argument("--disabled", action="store_true")
+    create.add_argument(
+        "--cell0-database-connection",
+        metavar="URL",
+        help="cell0's database if cell0 is not mapped yet (default: <database>_cell0)",
+    )
+    create.set_defaults(func=cmd_cell_create)
+    cells.add_parser("list", help="list the cell mappings").set_defaults(func=cmd_cell_list)
+
+    fleetp = sub.add_parser("fleet", help="synthetic fleets")
+    fleets = fleetp.add_subparsers(dest="action", metavar="{load,heartbeat}", parser_class=_Parser)
+    fleets.required = True
+    load = fleets.add_parser("load", help="write a synthetic fleet into the cells and Placement")
+    load.add_argument("--hosts", type=_positive, required=True)
+    load.add_argument("--cells", nargs="+", metavar="CELL", help="names or uuids (default: all)")
+    load.add_argument("--seed", type=int, default=0)
+    load.add_argument("--host-prefix", default="compute")
+    load.add_argument("--azs", metavar="AZ,AZ", help="availability zones (default az1,az2,az3)")
+    load.add_argument("--disabled-fraction", type=_fraction)
+    load.add_argument("--down-fraction", type=_fraction)
+    load.add_argument("--aarch64-fraction", type=_fraction)
+    load.add_argument("--max-instances-per-host", type=_non_negative, default=4)
+    load.add_argument("--placement-url", metavar="URL")
+    load.add_argument("--no-placement", action="store_true", help="databases only")
+    load.add_argument("--workers", type=_positive, default=8, help="parallel Placement writes")
+    load.set_defaults(func=cmd_fleet_load)
+    beat = fleets.add_parser(
+        "heartbeat",
+        help="mark every reporting nova-compute service as just seen (the fleet's down "
+        "hosts, which never reported, stay down)",
+    )
+    beat.add_argument("--cells", nargs="+", metavar="CELL")
+    beat.set_defaults(func=cmd_fleet_heartbeat)
+
+    hostp = sub.add_parser("host", help="compute hosts")
+    hosts = hostp.add_subparsers(dest="action", metavar="{list}", parser_class=_Parser)
+    hosts.required = True
+    hl = hosts.add_parser("list", help="hosts with capacity, state and AZ")
+    hl.add_argument("--cell", metavar="CELL", help="only this cell (name or uuid)")
+    hl.set_defaults(func=cmd_host_list)
+
+    demo = sub.add_parser("demo", help="run the self-contained demo (arguments go to it)")
+    demo.set_defaults(func=cmd_demo, demo_args=[])
+    return p
+
+
+def _parse_config(args: argparse.Namespace) -> None:
+    oslo_args: list[str] = []
+    for f in args.config_file or []:
+        oslo_args += ["--config-file", f]
+    for d in args.config_dir or []:
+        oslo_args += ["--config-dir", d]
+    _register_database_opts()
+    try:
+        CONF(oslo_args, project="nova", validate_default_values=True)
+    except cfg.ConfigFilesNotFoundError as exc:
+        raise CommandError(f"config file not found: {', '.join(exc.config_files)}")
+    except (cfg.Error, SystemExit) as exc:
+        raise CommandError(f"bad configuration: {exc}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return the exit status (0 on success)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        try:
+            args = build_parser().parse_args(_split_demo(argv))
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        if args.category == "demo":
+            # everything after "demo" belongs to the demo, options included
+            args.demo_args = argv[len(_split_demo(argv)) :]
+        logging.basicConfig(
+            level=logging.DEBUG if args.debug else logging.WARNING,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
+        if args.func is cmd_demo:
+            return cmd_demo(args)
+        _parse_config(args)
+        try:
+            return args.func(args)
+        finally:
+            CONF.clear()
+    except CommandError as exc:
+        return _fail(str(exc), debug)
+    except db.DatabaseError as exc:
+        return _fail(str(exc), debug)
+    except sa.exc.SQLAlchemyError as exc:
+        orig = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        if any(s in orig for s in ("no such table", "doesn't exist", "does not exist")):
+            orig += " (run 'novasched-manage db sync' first)"
+        return _fail(f"database error: {orig}", debug)
+    except BrokenPipeError:
+        # the reader went away (``| head``): nothing left to say to it
+        _silence_stdout()
+        return 1
+    except KeyboardInterrupt:
+        return _fail("interrupted", debug, code=130)
+    except Exception as exc:  # a one-line report, never a traceback (unless --debug)
+        return _fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", debug)
+
+
+def _split_demo(argv: list[str]) -> list[str]:
+    """``argv`` up to and including the category when it is ``demo``, else all of it."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token in ("--config-file", "--config-dir"):
+            i += 2
+            continue
+        if token.startswith("-"):
+            i += 1
+            continue
+        return argv[: i + 1] if token == "demo" else argv
+    return argv
+
+
+def _silence_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _fail(message: str, debug: bool, code: int = 1) -> int:
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

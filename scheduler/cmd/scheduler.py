@@ -1,0 +1,94 @@
+"""``novasched-scheduler``: the RPC service, started like ``nova-scheduler``.
+
+    novasched-scheduler --config-file /etc/nova/nova.conf
+
+Reads nova's configuration files (project ``nova``), logs through oslo.log with the
+request id in each line, and runs ``[scheduler] workers`` processes on topic ``scheduler``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import sys
+
+_PROG = "novasched-scheduler"
+
+
+def _config_paths(argv: list[str]) -> list[str]:
+    """The config files this command line will read, found without importing the service
+    (so that eventlet can be patched in before anything else is imported)."""
+    import glob
+    import os
+
+    from oslo_config import cfg
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--config-file", action="append", default=None)
+    parser.add_argument("--config-dir", action="append", default=None)
+    args, _ = parser.parse_known_args(argv)
+    files = args.config_file
+    if files is None:
+        files = cfg.find_config_files(project="nova", prog=_PROG)
+    dirs = args.config_dir
+    if dirs is None:
+        dirs = cfg.find_config_dirs(project="nova", prog=_PROG)
+    paths = list(files)
+    for d in dirs:
+        paths.extend(sorted(glob.glob(os.path.join(d, "*.conf"))))
+    return paths
+
+
+def _wants_eventlet(argv: list[str]) -> bool:
+    backend = None
+    for path in _config_paths(argv):
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read(path)
+        except (configparser.Error, UnicodeDecodeError):
+            continue  # oslo.config reports it properly below
+        if parser.has_option("DEFAULT", "concurrency_backend"):
+            backend = parser.get("DEFAULT", "concurrency_backend").strip()
+    return backend == "eventlet"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the configuration, set up logging and run the scheduler service."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    if _wants_eventlet(argv):
+        # must happen before oslo.messaging, kombu and friends create locks and sockets
+        import eventlet
+
+        eventlet.monkey_patch()
+
+    from oslo_config import cfg
+    from oslo_log import log
+
+    from scheduler import conf as sched_conf
+    from scheduler import exceptions
+
+    conf = sched_conf.CONF
+    log.register_options(conf)
+    try:
+        conf(argv, project="nova", prog=_PROG)
+    except (cfg.Error, ValueError) as exc:
+        print(f"{_PROG}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    log.setup(conf, "novasched")
+    sched_conf.warn_unsupported_options(conf)
+
+    from scheduler import service
+
+    try:
+        return service.run_workers(conf)
+    except exceptions.ConfigurationError as exc:
+        print(f"{_PROG}: configuration error: {exc}", file=sys.stderr)
+        return 1
+    except cfg.Error as exc:
+        print(f"{_PROG}: configuration error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,453 @@
+"""The filter scheduler: nova's loop of filter → weigh → pick → claim → consume, per instance.
+
+Input is a decoded RequestSpec; output is, per instance, the chosen Selection followed by its
+alternates (same cell, each with its own allocation request). Every NoValidHost says why:
+which Placement query returned nothing, or how many hosts each filter removed and for what.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from filters.handler import FilterHandler, FilterReport, load_filters
+from placement_client import (
+    AllocationCandidates,
+    ClaimConflict,
+    ConsumerGenerationConflict,
+    PlacementError,
+)
+from scheduler import request_filter, resource_request
+from scheduler.conf import CONF
+from scheduler.exceptions import (
+    AllocationUpdateFailed,
+    ConfigurationError,
+    NoValidHost,
+    PluginNotFound,
+    RequestFilterFailed,
+)
+from scheduler.host_state import HostState
+from scheduler.objects import RequestSpec, SchedulerLimits, Selection
+from weighers.handler import WeightHandler, load_weighers
+
+LOG = logging.getLogger(__name__)
+
+ALLOCATION_REQUEST_VERSION = "1.36"
+
+
+@dataclass(slots=True)
+class _Request:
+    """Per-request state that must not live on the shared HostStates."""
+
+    spec: RequestSpec
+    request_id: str | None
+    project_id: str | None
+    user_id: str | None
+    candidates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    query_text: str = ""
+    claimed: list[str] = field(default_factory=list)  # instance uuids with a claim
+    last_report: FilterReport | None = None
+    total_hosts: int = 0
+    placement_errors: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class FilterScheduler:
+    """The default scheduler driver (entry point ``filter_scheduler``)."""
+
+    def __init__(self, *, placement=None, host_manager=None, conf=CONF):
+        self.conf = conf
+        fs = conf.filter_scheduler
+        try:
+            self.filter_handler = FilterHandler(load_filters(list(fs.enabled_filters)))
+            self.weight_handler = WeightHandler(load_weighers(list(fs.weight_classes)))
+        except PluginNotFound:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(f"Could not load filters/weighers: {exc}") from exc
+        if placement is None:
+            from scheduler.placement import client_from_conf
+
+            placement = client_from_conf(conf)
+        if host_manager is None:
+            from scheduler.host_manager import HostManager
+
+            host_manager = HostManager(conf)
+        self.placement = placement
+        self.host_manager = host_manager
+        LOG.info(
+            "Filter scheduler ready: filters %s; weighers %s",
+            ", ".join(f.name for f in self.filter_handler.filters),
+            ", ".join(w.name for w in self.weight_handler.weighers),
+        )
+
+    # -- driver interface -------------------------------------------------------------------
+    def reset(self) -> None:
+        self.host_manager.refresh_cells_caches()
+        self.host_manager.refresh_aggregates()
+
+    def stop(self) -> None:
+        self.host_manager.stop()
+
+    def select_destinations(
+        self,
+        context: Any,
+        spec_obj: RequestSpec,
+        instance_uuids: list[str] | None,
+        return_alternates: bool = False,
+    ) -> list[list[Selection]]:
+        req = _Request(
+            spec=spec_obj,
+            request_id=getattr(context, "request_id", None),
+            project_id=spec_obj.project_id or getattr(context, "project_id", None),
+            user_id=spec_obj.user_id or getattr(context, "user_id", None),
+        )
+        start = time.perf_counter()
+        try:
+            if spec_obj.is_rebuild:
+                return self._schedule_without_claims(req, instance_uuids, all_hosts=True)
+            self._run_prefilters(req)
+            hosts = self._hosts_from_placement(req)
+            if instance_uuids is None:
+                return self._schedule_without_claims(req, None, hosts=hosts)
+            return self._schedule(req, hosts, instance_uuids, return_alternates)
+        finally:
+            LOG.debug(
+                "select_destinations took %.1f ms (%s)",
+                (time.perf_counter() - start) * 1000,
+                ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in req.timings.items()),
+            )
+
+    # -- steps ------------------------------------------------------------------------------
+    def _run_prefilters(self, req: _Request) -> None:
+        try:
+            applied = request_filter.process_reqspec(req.spec, self.host_manager, self.conf)
+        except RequestFilterFailed as exc:
+            raise NoValidHost(str(exc)) from exc
+        if applied and LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug("Request filters applied: %s", ", ".join(applied))
+
+    def _forced_in_tree(self, req: _Request) -> tuple[str | None, bool]:
+        """For a forced or requested host/node, nova's look-up: the single node's uuid as
+        ``in_tree``, or no tree and no limit when the host has several nodes."""
+        spec = req.spec
+        dest = spec.requested_destination
+        host = (dest.host if dest else None) or (spec.force_hosts or [None])[0]
+        node = (dest.node if dest else None) or (spec.force_nodes or [None])[0]
+        if not host and not node:
+            return None, False
+        nodes = self.host_manager.compute_nodes_by_host_or_node(host, node, spec)
+        if not nodes:
+            raise NoValidHost(f"No such host - host: {host} node: {node}")
+        if len(nodes) == 1:
+            return nodes[0].uuid, False
+        return None, True
+
+    def _hosts_from_placement(self, req: _Request) -> list[HostState]:
+        spec = req.spec
+        in_tree, unlimited = self._forced_in_tree(req)
+        queries = resource_request.build_queries(
+            spec, conf=self.conf, in_tree=in_tree, unlimited=unlimited
+        )
+        t0 = time.perf_counter()
+        results: list[AllocationCandidates] = []
+        for query in queries:
+            try:
+                results.append(
+                    self.placement.get_allocation_candidates(query, request_id=req.request_id)
+                )
+            except PlacementError as exc:
+                LOG.error("Failed to get allocation candidates from Placement: %s", exc)
+                raise NoValidHost(f"Placement could not be asked for candidates: {exc}") from exc
+        candidates = results[0] if len(results) == 1 else resource_request.merge_candidates(results)
+        req.timings["placement"] = time.perf_counter() - t0
+        req.query_text = " | ".join(q.describe() for q in queries)
+        if not candidates.allocation_requests:
+            LOG.info(
+                "Got no allocation candidates from the Placement API (query: %s)", req.query_text
+            )
+            raise NoValidHost(f"Placement returned no allocation candidates for {req.query_text}")
+        by_rp: dict[str, list[dict[str, Any]]] = {}
+        for areq in candidates.allocation_requests:
+            for rp_uuid in areq["allocations"]:
+                by_rp.setdefault(rp_uuid, []).append(areq)
+        req.candidates = by_rp
+        t0 = time.perf_counter()
+        hosts = self.host_manager.get_host_states_by_uuids(
+            list(candidates.provider_summaries), spec, request_id=req.request_id
+        )
+        req.timings["host_states"] = time.perf_counter() - t0
+        if not hosts:
+            raise NoValidHost(
+                f"Placement returned {len(candidates.provider_summaries)} candidate "
+                "provider(s) but none is a compute node with a service record in the enabled "
+                "cells (a cell may have been skipped; see the warnings)"
+            )
+        return hosts
+
+    def _narrow(self, spec: RequestSpec, hosts: list[HostState]) -> tuple[list[HostState], bool]:
+        """nova's pre-filter narrowing: requested destination, ignore_hosts, force_hosts and
+        force_nodes. Returns the hosts and whether filters must be skipped (forced)."""
+        dest = spec.requested_destination
+        if dest is not None and dest.host:
+            hosts = [
+                h
+                for h in hosts
+                if h.host == dest.host and (not dest.node or h.nodename == dest.node)
+            ]
+        if spec.ignore_hosts:
+            ignored = {h.lower() for h in spec.ignore_hosts}
+            hosts = [h for h in hosts if h.host.lower() not in ignored]
+        forced = False
+        if spec.force_hosts:
+            wanted = {h.lower() for h in spec.force_hosts}
+            hosts = [h for h in hosts if h.host.lower() in wanted]
+            forced = True
+        if spec.force_nodes:
+            wanted = {n.lower() for n in spec.force_nodes}
+            hosts = [h for h in hosts if h.nodename.lower() in wanted]
+            forced = True
+        if forced and spec.get_scheduler_hint("_nova_check_type") is not None:
+            forced = False  # nova runs the filters on forced hosts for rebuild/evacuate checks
+        return hosts, forced
+
+    def _get_sorted_hosts(
+        self, req: _Request, hosts: list[HostState], index: int
+    ) -> list[HostState]:
+        spec = req.spec
+        t0 = time.perf_counter()
+        narrowed, forced = self._narrow(spec, hosts)
+        if forced:
+            filtered = narrowed
+            req.last_report = None
+        else:
+            report = self.filter_handler.run(narrowed, spec, index, request_id=req.request_id)
+            req.last_report = report
+            filtered = report.hosts
+        if index == 0:
+            req.total_hosts = len(hosts)
+        t1 = time.perf_counter()
+        req.timings["filter"] = req.timings.get("filter", 0.0) + (t1 - t0)
+        if not filtered:
+            return []
+        weighed = self.weight_handler.weigh(filtered, spec)
+        req.timings["weigh"] = req.timings.get("weigh", 0.0) + (time.perf_counter() - t1)
+        fs = self.conf.filter_scheduler
+        if fs.shuffle_best_same_weighed_hosts and len(weighed) > 1:
+            best = weighed[0].weight
+            ties = [w for w in weighed if w.weight == best]
+            random.shuffle(ties)
+            weighed = ties + weighed[len(ties) :]
+        ordered = [w.obj for w in weighed]
+        subset = ordered[: max(1, fs.host_subset_size)]
+        chosen = random.choice(subset)
+        if chosen is not ordered[0]:
+            ordered.remove(chosen)
+            ordered.insert(0, chosen)
+        return ordered
+
+    def _claim(self, req: _Request, host: HostState, instance_uuid: str) -> dict[str, Any] | None:
+        cands = req.candidates.get(host.uuid) if host.uuid else None
+        if not cands:
+            return None
+        alloc_req = cands[0]
+        LOG.debug(
+            "Attempting to claim resources in the placement API for instance %s on %s",
+            instance_uuid,
+            host.host,
+        )
+        t0 = time.perf_counter()
+        try:
+            self.placement.claim_resources(
+                instance_uuid,
+                alloc_req,
+                req.project_id,
+                req.user_id,
+                request_id=req.request_id,
+            )
+        except ConsumerGenerationConflict as exc:
+            raise AllocationUpdateFailed(
+                f"Failed to claim resources for instance {instance_uuid}: its allocations were "
+                f"changed concurrently by another process ({exc})"
+            ) from exc
+        except ClaimConflict as exc:
+            LOG.info(
+                "Unable to claim resources on %s for instance %s: %s", host.host, instance_uuid, exc
+            )
+            return None
+        except PlacementError as exc:
+            LOG.warning("Placement error claiming %s on %s: %s", instance_uuid, host.host, exc)
+            req.placement_errors.append(str(exc))
+            return None
+        finally:
+            req.timings["claim"] = req.timings.get("claim", 0.0) + (time.perf_counter() - t0)
+        return alloc_req
+
+    def _schedule(
+        self,
+        req: _Request,
+        hosts: list[HostState],
+        instance_uuids: list[str],
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        spec = req.spec
+        num_instances = len(instance_uuids)
+        chosen: list[tuple[HostState, dict[str, Any]]] = []
+        sorted_lists: list[list[HostState]] = []
+        try:
+            for index, instance_uuid in enumerate(instance_uuids):
+                spec.instance_uuid = instance_uuid
+                # as nova does, each instance filters the previous instance's survivors, so
+                # once-per-request filters (ComputeFilter ...) keep their effect
+                ordered = hosts = self._get_sorted_hosts(req, hosts, index)
+                if not ordered:
+                    break
+                claimed = None
+                for host in ordered:
+                    alloc_req = self._claim(req, host, instance_uuid)
+                    if alloc_req is not None:
+                        claimed = (host, alloc_req)
+                        req.claimed.append(instance_uuid)
+                        break
+                if claimed is None:
+                    break
+                host, alloc_req = claimed
+                self._record_mappings(spec, alloc_req)
+                self._consume(spec, host, instance_uuid)
+                chosen.append(claimed)
+                sorted_lists.append(ordered)
+                LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
+            if len(chosen) < num_instances:
+                raise NoValidHost(self._not_enough_reason(req, len(chosen), num_instances))
+        except BaseException:
+            self._rollback(req, [h for h, _ in chosen])
+            raise
+        return self._with_alternates(chosen, sorted_lists, req, return_alternates)
+
+    def _with_alternates(
+        self,
+        chosen: list[tuple[HostState, dict[str, Any]]],
+        sorted_lists: list[list[HostState]],
+        req: _Request,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        max_alternates = self.conf.scheduler.max_attempts - 1 if return_alternates else 0
+        chosen_keys = {(h.host, h.nodename) for h, _ in chosen}
+        out: list[list[Selection]] = []
+        for (host, alloc_req), ordered in zip(chosen, sorted_lists, strict=True):
+            selections = [self._selection(host, alloc_req)]
+            if max_alternates > 0:
+                for alt in ordered:
+                    if len(selections) > max_alternates:
+                        break
+                    if alt.cell_uuid != host.cell_uuid or (alt.host, alt.nodename) in chosen_keys:
+                        continue
+                    cands = req.candidates.get(alt.uuid) if alt.uuid else None
+                    if not cands:
+                        continue
+                    selections.append(self._selection(alt, cands[0]))
+            out.append(selections)
+        return out
+
+    def _schedule_without_claims(
+        self,
+        req: _Request,
+        instance_uuids: list[str] | None,
+        *,
+        hosts: list[HostState] | None = None,
+        all_hosts: bool = False,
+    ) -> list[list[Selection]]:
+        """nova's legacy path (RPC < 4.4 without instance uuids, and rebuild): filter, weigh,
+        take the best host, consume; no claim in Placement."""
+        spec = req.spec
+        if all_hosts:
+            t0 = time.perf_counter()
+            hosts = self.host_manager.get_host_states_by_uuids(
+                None, spec, request_id=req.request_id
+            )
+            req.timings["host_states"] = time.perf_counter() - t0
+        assert hosts is not None
+        num = len(instance_uuids) if instance_uuids else spec.num_instances
+        out: list[list[Selection]] = []
+        for index in range(num):
+            if instance_uuids:
+                spec.instance_uuid = instance_uuids[index]
+            ordered = hosts = self._get_sorted_hosts(req, hosts, index)
+            if not ordered:
+                raise NoValidHost(self._not_enough_reason(req, index, num))
+            host = ordered[0]
+            self._consume(spec, host, spec.instance_uuid)
+            cands = req.candidates.get(host.uuid) if host.uuid else None
+            out.append([self._selection(host, cands[0] if cands else None)])
+        return out
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _consume(self, spec: RequestSpec, host: HostState, instance_uuid: str | None) -> None:
+        host.consume_from_request(spec)
+        group = spec.instance_group
+        if group is not None:
+            group.hosts.append(host.host)
+            if instance_uuid:
+                host.instances[instance_uuid] = None
+
+    @staticmethod
+    def _record_mappings(spec: RequestSpec, alloc_req: dict[str, Any]) -> None:
+        mappings = alloc_req.get("mappings") or {}
+        for group in spec.requested_resources:
+            if group.requester_id in mappings:
+                group.provider_uuids = list(mappings[group.requester_id])
+
+    def _selection(self, host: HostState, alloc_req: dict[str, Any] | None) -> Selection:
+        limits = host.limits or {}
+        return Selection(
+            compute_node_uuid=host.uuid or "",
+            service_host=host.host,
+            nodename=host.nodename,
+            cell_uuid=host.cell_uuid or "",
+            allocation_request=alloc_req,
+            allocation_request_version=ALLOCATION_REQUEST_VERSION if alloc_req else None,
+            limits=SchedulerLimits(
+                numa_topology=limits.get("numa_topology"),
+                vcpu=limits.get("vcpu"),
+                disk_gb=limits.get("disk_gb"),
+                memory_mb=limits.get("memory_mb"),
+            ),
+            availability_zone=host.availability_zone or self.conf.default_availability_zone,
+        )
+
+    def _rollback(self, req: _Request, hosts: Iterable[HostState]) -> None:
+        for instance_uuid in req.claimed:
+            try:
+                self.placement.delete_allocation_for_instance(
+                    instance_uuid, request_id=req.request_id
+                )
+            except PlacementError as exc:
+                LOG.error(
+                    "Could not delete the allocation of instance %s while rolling back: %s",
+                    instance_uuid,
+                    exc,
+                )
+        if req.claimed:
+            LOG.info("Rolled back the claims of %d instance(s)", len(req.claimed))
+        req.claimed.clear()
+        for host in hosts:
+            # our consumption is void: take the cell database's numbers at the next refresh
+            host.updated = None
+
+    def _not_enough_reason(self, req: _Request, got: int, wanted: int) -> str:
+        parts = []
+        if wanted > 1:
+            parts.append(f"Found hosts for {got} of {wanted} instances.")
+        report = req.last_report
+        if report is not None and not report.hosts:
+            # the first instance's report counts every host; later ones count the survivors
+            parts.append(report.summary(req.total_hosts if got == 0 else None))
+        elif req.placement_errors:
+            parts.append(f"Claims failed in Placement: {req.placement_errors[-1]}")
+        else:
+            parts.append("There are not enough hosts available.")
+        return " ".join(parts)

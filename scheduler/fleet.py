@@ -1,0 +1,580 @@
+"""A synthetic fleet of compute hosts, written where nova keeps them.
+
+``build_fleet(spec)`` is pure and deterministic for a seed: it returns the cell-database
+rows (services, compute nodes, instances), the API-database rows (aggregates with AZ and
+weight-multiplier metadata, host mappings) and the Placement side (providers with
+inventories, traits and aggregates; allocations of the existing instances) of a fleet that
+looks like what nova's computes report. ``load_fleet`` writes it into real databases and
+a real Placement. Used by ``novasched-manage fleet load``, the demo, tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import random
+import uuid as uuidlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+import db
+from db import models
+
+LOG = logging.getLogger(__name__)
+
+# nova 34's SERVICE_VERSION: owner_nova_filter needs every compute at 73 or newer
+NOVA_SERVICE_VERSION = 74
+# nova's [DEFAULT] reserved_host_memory_mb
+RESERVED_HOST_MEMORY_MB = 512
+CUSTOM_TRAITS = ["CUSTOM_SSD"]
+
+_VCPUS = [16, 24, 32, 48, 64, 96]
+_CPU_RATIOS = [4.0, 4.0, 4.0, 16.0, 16.0, 1.0]
+_RAM_GIB = [64, 96, 128, 192, 256, 384, 512]
+_DISK_GB = [1000, 2000, 4000, 8000]
+_HV_VERSIONS = [6002000, 7002000, 8002002]
+# (vcpus, memory_mb, root_gb, name): the flavors the existing instances were booted with
+_FLAVORS = [
+    (1, 512, 1, "m1.tiny"),
+    (2, 2048, 20, "m1.small"),
+    (4, 8192, 40, "m1.medium"),
+    (8, 16384, 80, "m1.large"),
+]
+_X86_FEATURES = ["avx", "avx2", "sse4.2", "aes", "vmx", "pdpe1gb"]
+_X86_TRAITS = [
+    "HW_ARCH_X86_64",
+    "HW_CPU_X86_AVX",
+    "HW_CPU_X86_AVX2",
+    "HW_CPU_X86_SSE42",
+    "HW_CPU_X86_AESNI",
+    "HW_CPU_X86_VMX",
+]
+_ARM_FEATURES = ["fp", "asimd", "aes", "sha2", "crc32"]
+_ARM_TRAITS = ["HW_ARCH_AARCH64", "HW_CPU_AARCH64_ASIMD", "HW_CPU_AARCH64_FP"]
+_COMMON_TRAITS = [
+    "COMPUTE_NODE",
+    "COMPUTE_IMAGE_TYPE_QCOW2",
+    "COMPUTE_IMAGE_TYPE_RAW",
+    "COMPUTE_NET_VIF_MODEL_VIRTIO",
+    "COMPUTE_VOLUME_MULTI_ATTACH",
+    "OWNER_NOVA",
+]
+
+
+class PlacementWriter(Protocol):
+    """The part of ``placement_client.PlacementClient`` that loading a fleet uses."""
+
+    def ensure_traits(self, names: list[str]) -> Any: ...
+
+    def create_providers_bulk(self, specs: list[dict[str, Any]], workers: int = 8) -> Any: ...
+
+
+@dataclass(slots=True)
+class FleetSpec:
+    """What fleet to make. ``cells`` are the keys (cell uuids) hosts are spread over."""
+
+    hosts: int = 10
+    cells: list[str] = field(default_factory=lambda: ["cell1"])
+    seed: int = 0
+    disabled_fraction: float = 0.05
+    down_fraction: float = 0.05
+    azs: list[str] = field(default_factory=lambda: ["az1", "az2", "az3"])
+    aarch64_fraction: float = 0.1
+    ssd_fraction: float = 0.3
+    # hosts in the aggregate carrying multiplier_metadata (weigher overrides)
+    multiplier_fraction: float = 0.2
+    multiplier_aggregate: str = "stacking"
+    multiplier_metadata: dict[str, str] = field(
+        default_factory=lambda: {"ram_weight_multiplier": "-1.0"}
+    )
+    max_instances_per_host: int = 4
+    host_prefix: str = "compute"
+    project_id: str = "6f70656e-7374-6163-6b00-70726f6a6563"
+    user_id: str = "75736572-0000-4000-8000-000000000001"
+    # the clock of the fleet; None means "now" when build_fleet runs
+    now: datetime.datetime | None = None
+
+    def validate(self) -> None:
+        """Raise ValueError on a spec that cannot make a fleet."""
+        if self.hosts < 1:
+            raise ValueError(f"hosts must be at least 1, not {self.hosts}")
+        if not self.cells:
+            raise ValueError("at least one cell is needed")
+        for name in (
+            "disabled_fraction",
+            "down_fraction",
+            "aarch64_fraction",
+            "ssd_fraction",
+            "multiplier_fraction",
+        ):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, not {value}")
+        if self.max_instances_per_host < 0:
+            raise ValueError("max_instances_per_host must not be negative")
+        if not self.host_prefix:
+            raise ValueError("host_prefix must not be empty")
+
+
+@dataclass(slots=True)
+class FleetAggregate:
+    """A host aggregate of the fleet (nova's, mirrored as a Placement aggregate)."""
+
+    uuid: str
+    name: str
+    hosts: list[str]
+    metadata: dict[str, str]
+
+
+@dataclass(slots=True)
+class Fleet:
+    """Everything ``load_fleet`` writes. Row dicts use nova's column names."""
+
+    spec: FleetSpec
+    host_cells: dict[str, str]  # host -> cell key
+    services: dict[str, list[dict[str, Any]]]  # cell key -> rows
+    compute_nodes: dict[str, list[dict[str, Any]]]
+    instances: dict[str, list[dict[str, Any]]]
+    aggregates: list[FleetAggregate]
+    providers: list[dict[str, Any]]  # uuid, name, inventories, traits, aggregates
+    allocations: list[dict[str, Any]]  # consumer_uuid, rp_uuid, resources, project/user
+    disabled_hosts: set[str]
+    down_hosts: set[str]
+
+    @property
+    def hosts(self) -> list[str]:
+        """Host names in creation order."""
+        return list(self.host_cells)
+
+
+def _uuid(rng: random.Random) -> str:
+    return str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+
+
+def build_fleet(spec: FleetSpec) -> Fleet:
+    """Make the fleet ``spec`` describes; the same spec (seed and now) gives the same fleet."""
+    spec.validate()
+    rng = random.Random(spec.seed)
+    now = spec.now or _utcnow()
+    width = max(4, len(str(spec.hosts)))
+    hosts = [f"{spec.host_prefix}-{i:0{width}d}" for i in range(1, spec.hosts + 1)]
+    host_cells = {h: spec.cells[i % len(spec.cells)] for i, h in enumerate(hosts)}
+
+    disabled = set(rng.sample(hosts, round(spec.hosts * spec.disabled_fraction)))
+    down = set(rng.sample(hosts, round(spec.hosts * spec.down_fraction)))
+    aarch64 = set(rng.sample(hosts, round(spec.hosts * spec.aarch64_fraction)))
+    ssd = set(rng.sample(hosts, round(spec.hosts * spec.ssd_fraction)))
+    stacking = sorted(rng.sample(hosts, round(spec.hosts * spec.multiplier_fraction)))
+
+    aggregates: list[FleetAggregate] = []
+    host_az: dict[str, str] = {}
+    if spec.azs:
+        by_az: dict[str, list[str]] = {az: [] for az in spec.azs}
+        for i, h in enumerate(hosts):
+            az = spec.azs[i % len(spec.azs)]
+            host_az[h] = az
+            by_az[az].append(h)
+        for az, members in by_az.items():
+            aggregates.append(FleetAggregate(_uuid(rng), az, members, {"availability_zone": az}))
+    if stacking and spec.multiplier_metadata:
+        aggregates.append(
+            FleetAggregate(
+                _uuid(rng), spec.multiplier_aggregate, stacking, dict(spec.multiplier_metadata)
+            )
+        )
+    aggs_of: dict[str, list[str]] = {h: [] for h in hosts}
+    for agg in aggregates:
+        for h in agg.hosts:
+            aggs_of[h].append(agg.uuid)
+
+    services: dict[str, list[dict[str, Any]]] = {c: [] for c in spec.cells}
+    nodes: dict[str, list[dict[str, Any]]] = {c: [] for c in spec.cells}
+    instances: dict[str, list[dict[str, Any]]] = {c: [] for c in spec.cells}
+    providers: list[dict[str, Any]] = []
+    allocations: list[dict[str, Any]] = []
+
+    for index, host in enumerate(hosts):
+        cell = host_cells[host]
+        cn_uuid = _uuid(rng)
+        vcpus = rng.choice(_VCPUS)
+        cpu_ratio = rng.choice(_CPU_RATIOS)
+        memory_mb = rng.choice(_RAM_GIB) * 1024
+        local_gb = rng.choice(_DISK_GB)
+        arch = "aarch64" if host in aarch64 else "x86_64"
+        created = now - datetime.timedelta(days=rng.randint(30, 900))
+
+        host_instances = []
+        used_vcpus = used_ram = used_disk = 0
+        n_inst = rng.randint(0, spec.max_instances_per_host)
+        for _ in range(n_inst):
+            f_vcpus, f_ram, f_disk, f_name = rng.choice(_FLAVORS)
+            if (
+                used_vcpus + f_vcpus > vcpus * cpu_ratio
+                or used_disk + f_disk > local_gb
+                or used_ram + f_ram > memory_mb - RESERVED_HOST_MEMORY_MB
+            ):
+                break
+            used_vcpus += f_vcpus
+            used_ram += f_ram
+            used_disk += f_disk
+            inst_uuid = _uuid(rng)
+            busy = rng.random() < 0.15
+            host_instances.append(
+                {
+                    "uuid": inst_uuid,
+                    "user_id": spec.user_id,
+                    "project_id": spec.project_id,
+                    "image_ref": "155d900f-4e14-4e4c-a73d-069cbf4541e6",
+                    "power_state": 1,
+                    "vm_state": "building" if busy else "active",
+                    "task_state": "spawning" if busy else None,
+                    "memory_mb": f_ram,
+                    "vcpus": f_vcpus,
+                    "root_gb": f_disk,
+                    "ephemeral_gb": 0,
+                    "hostname": f"vm-{inst_uuid[:8]}",
+                    "display_name": f"vm-{inst_uuid[:8]}",
+                    "host": host,
+                    "node": host,
+                    "instance_type_id": _FLAVORS.index((f_vcpus, f_ram, f_disk, f_name)) + 1,
+                    "launched_at": created + datetime.timedelta(days=1),
+                    "availability_zone": host_az.get(host),
+                    "os_type": "linux",
+                    "architecture": arch,
+                    "vm_mode": "hvm",
+                    "created_at": created + datetime.timedelta(days=1),
+                    "updated_at": now,
+                    "deleted_at": None,
+                    "deleted": 0,
+                }
+            )
+            allocations.append(
+                {
+                    "consumer_uuid": inst_uuid,
+                    "rp_uuid": cn_uuid,
+                    "resources": {"VCPU": f_vcpus, "MEMORY_MB": f_ram, "DISK_GB": f_disk},
+                    "project_id": spec.project_id,
+                    "user_id": spec.user_id,
+                }
+            )
+        # an instance deleted long ago: a soft-deleted row readers must not see
+        if rng.random() < 0.1:
+            gone = _uuid(rng)
+            host_instances.append(
+                {
+                    "uuid": gone,
+                    "user_id": spec.user_id,
+                    "project_id": spec.project_id,
+                    "vm_state": "deleted",
+                    "task_state": None,
+                    "memory_mb": 512,
+                    "vcpus": 1,
+                    "root_gb": 1,
+                    "ephemeral_gb": 0,
+                    "host": host,
+                    "node": host,
+                    "hostname": f"vm-{gone[:8]}",
+                    "display_name": f"vm-{gone[:8]}",
+                    "availability_zone": host_az.get(host),
+                    "created_at": created,
+                    "updated_at": now - datetime.timedelta(days=2),
+                    "deleted_at": now - datetime.timedelta(days=2),
+                    "deleted": 0,
+                }
+            )
+        instances[cell].extend(host_instances)
+        live = [i for i in host_instances if i["deleted_at"] is None]
+        io_workload = sum(1 for i in live if i["task_state"] is not None)
+
+        stats = {
+            "num_instances": str(len(live)),
+            "num_vm_active": str(sum(1 for i in live if i["vm_state"] == "active")),
+            "num_vm_building": str(sum(1 for i in live if i["vm_state"] == "building")),
+            "num_task_None": str(sum(1 for i in live if i["task_state"] is None)),
+            "num_task_spawning": str(io_workload),
+            "num_os_type_linux": str(len(live)),
+            f"num_proj_{spec.project_id}": str(len(live)),
+            "io_workload": str(io_workload),
+            "failed_builds": "0",
+            # capability-ish keys ComputeCapabilitiesFilter can match (capabilities:storage)
+            "storage": "ssd" if host in ssd else "hdd",
+            "rack": f"r{index // 40:02d}",
+        }
+        sockets = 2 if vcpus >= 32 else 1
+        cpu_info = {
+            "arch": arch,
+            "model": "Cascadelake-Server" if arch == "x86_64" else "Neoverse-N1",
+            "vendor": "Intel" if arch == "x86_64" else "ARM",
+            "topology": {
+                "cells": sockets,
+                "sockets": sockets,
+                "cores": max(1, vcpus // (2 * sockets)),
+                "threads": 2,
+            },
+            "features": list(_X86_FEATURES if arch == "x86_64" else _ARM_FEATURES),
+            "maxphysaddr": {"mode": "passthrough", "bits": 46 if arch == "x86_64" else 48},
+        }
+        memory_mb_used = RESERVED_HOST_MEMORY_MB + used_ram
+        nodes[cell].append(
+            {
+                "uuid": cn_uuid,
+                "service_id": None,  # filled in by load_fleet from the inserted service
+                "host": host,
+                "hypervisor_hostname": host,
+                "vcpus": vcpus,
+                "memory_mb": memory_mb,
+                "local_gb": local_gb,
+                "vcpus_used": used_vcpus,
+                "memory_mb_used": memory_mb_used,
+                "local_gb_used": used_disk,
+                "hypervisor_type": "QEMU",
+                "hypervisor_version": rng.choice(_HV_VERSIONS),
+                "free_ram_mb": memory_mb - memory_mb_used,
+                "free_disk_gb": local_gb - used_disk,
+                "current_workload": io_workload,
+                "running_vms": len(live),
+                "cpu_info": json.dumps(cpu_info),
+                "disk_available_least": local_gb - used_disk,
+                "host_ip": f"10.{index // 65536 % 256}.{index // 256 % 256}.{index % 256}",
+                "supported_instances": json.dumps([[arch, "kvm", "hvm"]]),
+                "metrics": "[]",
+                "pci_stats": None,
+                "extra_resources": None,
+                "stats": json.dumps(stats),
+                "numa_topology": None,
+                "ram_allocation_ratio": 1.0,
+                "cpu_allocation_ratio": cpu_ratio,
+                "disk_allocation_ratio": 1.0,
+                "mapped": 1,
+                "created_at": created,
+                "updated_at": now,
+                "deleted_at": None,
+                "deleted": 0,
+            }
+        )
+        is_down = host in down
+        services[cell].append(
+            {
+                "uuid": _uuid(rng),
+                "host": host,
+                "binary": "nova-compute",
+                "topic": "compute",
+                # a service that never reported: down, and left alone by "fleet heartbeat"
+                "report_count": 0 if is_down else rng.randint(1000, 100000),
+                "disabled": host in disabled,
+                "disabled_reason": "fleet: maintenance" if host in disabled else None,
+                "last_seen_up": (
+                    now - datetime.timedelta(hours=rng.randint(2, 72)) if is_down else now
+                ),
+                "forced_down": False,
+                "version": NOVA_SERVICE_VERSION,
+                "created_at": created,
+                "updated_at": now,
+                "deleted_at": None,
+                "deleted": 0,
+            }
+        )
+        traits = list(_COMMON_TRAITS) + list(_X86_TRAITS if arch == "x86_64" else _ARM_TRAITS)
+        if host in ssd:
+            traits.append("CUSTOM_SSD")
+        if host in disabled:
+            # what nova's compute sets on its root provider when the service is disabled
+            traits.append("COMPUTE_STATUS_DISABLED")
+        providers.append(
+            {
+                "uuid": cn_uuid,
+                "name": host,
+                "inventories": {
+                    "VCPU": _inventory(vcpus, 0, cpu_ratio),
+                    "MEMORY_MB": _inventory(memory_mb, RESERVED_HOST_MEMORY_MB, 1.0),
+                    "DISK_GB": _inventory(local_gb, 0, 1.0),
+                },
+                "traits": sorted(traits),
+                "aggregates": list(aggs_of[host]),
+            }
+        )
+
+    return Fleet(
+        spec=spec,
+        host_cells=host_cells,
+        services=services,
+        compute_nodes=nodes,
+        instances=instances,
+        aggregates=aggregates,
+        providers=providers,
+        allocations=allocations,
+        disabled_hosts=disabled,
+        down_hosts=down,
+    )
+
+
+def _inventory(total: int, reserved: int, ratio: float) -> dict[str, Any]:
+    # nova's compute reports max_unit = total
+    return {
+        "total": total,
+        "reserved": reserved,
+        "min_unit": 1,
+        "max_unit": total,
+        "step_size": 1,
+        "allocation_ratio": ratio,
+    }
+
+
+class FleetConflict(Exception):
+    """The fleet's hosts already exist in a cell database (the message names them)."""
+
+
+def load_fleet(
+    fleet: Fleet,
+    api_engine: Engine,
+    cell_engines: dict[str, Engine],
+    placement: PlacementWriter | None,
+    *,
+    workers: int = 8,
+) -> None:
+    """Write ``fleet`` into the API database, the cell databases and Placement.
+
+    ``cell_engines`` maps each cell key of the fleet (its cell uuid) to that cell's engine;
+    the cells must already be mapped in the API database. Aggregates that exist by name are
+    reused (hosts and metadata added), so the Placement aggregates carry their uuids.
+    ``placement=None`` skips the Placement side. Raises FleetConflict if a host exists.
+    """
+    missing = [c for c in fleet.compute_nodes if c not in cell_engines]
+    if missing:
+        raise ValueError(f"no engine given for cell(s) {', '.join(missing)}")
+    _check_no_existing_hosts(fleet, cell_engines)
+    agg_uuid_map = _write_aggregates(api_engine, fleet.aggregates)
+    for cell, engine in cell_engines.items():
+        if cell in fleet.compute_nodes:
+            _write_cell(engine, fleet, cell)
+            db.map_hosts(api_engine, cell, [h for h, c in fleet.host_cells.items() if c == cell])
+    if placement is None:
+        return
+    placement.ensure_traits(CUSTOM_TRAITS)
+    specs = [
+        dict(p, aggregates=[agg_uuid_map.get(a, a) for a in p["aggregates"]])
+        for p in fleet.providers
+    ]
+    placement.create_providers_bulk(specs, workers=workers)
+    _write_allocations(placement, fleet.allocations, workers)
+
+
+def _check_no_existing_hosts(fleet: Fleet, cell_engines: dict[str, Engine]) -> None:
+    t = models.services
+    for cell, rows in fleet.services.items():
+        hosts = [r["host"] for r in rows]
+        with cell_engines[cell].connect() as conn:
+            for chunk in db.api.chunked(hosts):
+                clash = conn.execute(
+                    sa.select(t.c.host).where(t.c.host.in_(chunk), t.c.deleted == 0).limit(3)
+                ).scalars()
+                found = list(clash)
+                if found:
+                    raise FleetConflict(
+                        f"host(s) {', '.join(found)} already exist in cell {cell}; "
+                        "choose another host prefix"
+                    )
+
+
+def _write_aggregates(api_engine: Engine, aggs: list[FleetAggregate]) -> dict[str, str]:
+    a, ah, am = models.aggregates, models.aggregate_hosts, models.aggregate_metadata
+    uuid_map: dict[str, str] = {}
+    now = db.api.utcnow()
+    with api_engine.begin() as conn:
+        for agg in aggs:
+            row = conn.execute(sa.select(a.c.id, a.c.uuid).where(a.c.name == agg.name)).first()
+            if row is None:
+                agg_id = conn.execute(
+                    a.insert().values(uuid=agg.uuid, name=agg.name, created_at=now)
+                ).inserted_primary_key[0]
+                agg_uuid = agg.uuid
+                have_hosts: set[str] = set()
+                have_meta: set[str] = set()
+            else:
+                agg_id, agg_uuid = row.id, row.uuid
+                have_hosts = set(
+                    conn.execute(sa.select(ah.c.host).where(ah.c.aggregate_id == agg_id)).scalars()
+                )
+                have_meta = set(
+                    conn.execute(sa.select(am.c.key).where(am.c.aggregate_id == agg_id)).scalars()
+                )
+            uuid_map[agg.uuid] = agg_uuid
+            host_rows = [
+                {"host": h, "aggregate_id": agg_id, "created_at": now}
+                for h in agg.hosts
+                if h not in have_hosts
+            ]
+            if host_rows:
+                conn.execute(ah.insert(), host_rows)
+            meta_rows = [
+                {"aggregate_id": agg_id, "key": k, "value": v, "created_at": now}
+                for k, v in agg.metadata.items()
+                if k not in have_meta
+            ]
+            if meta_rows:
+                conn.execute(am.insert(), meta_rows)
+    return uuid_map
+
+
+def _write_cell(engine: Engine, fleet: Fleet, cell: str) -> None:
+    svc, cn, inst = models.services, models.compute_nodes, models.instances
+    with engine.begin() as conn:
+        if fleet.services[cell]:
+            conn.execute(svc.insert(), fleet.services[cell])
+        hosts = [r["host"] for r in fleet.services[cell]]
+        service_ids: dict[str, int] = {}
+        for chunk in db.api.chunked(hosts):
+            service_ids.update(
+                conn.execute(
+                    sa.select(svc.c.host, svc.c.id).where(
+                        svc.c.host.in_(chunk), svc.c.binary == "nova-compute", svc.c.deleted == 0
+                    )
+                ).all()
+            )
+        node_rows = [dict(r, service_id=service_ids[r["host"]]) for r in fleet.compute_nodes[cell]]
+        if node_rows:
+            conn.execute(cn.insert(), node_rows)
+        rows = fleet.instances[cell]
+        if rows:
+            conn.execute(inst.insert(), [_instance_row(r) for r in rows])
+            gone = [r["uuid"] for r in rows if r.get("deleted_at") is not None]
+            for chunk in db.api.chunked(gone):
+                # nova soft-deletes by writing the row's own id into ``deleted``
+                conn.execute(inst.update().where(inst.c.uuid.in_(chunk)).values(deleted=inst.c.id))
+
+
+_INSTANCE_COLUMNS = tuple(c.name for c in models.instances.columns if c.name != "id")
+
+
+_INSTANCE_DEFAULTS = {"cleaned": 0, "locked": False}
+
+
+def _instance_row(row: dict[str, Any]) -> dict[str, Any]:
+    # executemany needs every row to carry the same keys
+    return {k: row.get(k, _INSTANCE_DEFAULTS.get(k)) for k in _INSTANCE_COLUMNS}
+
+
+def _write_allocations(placement: Any, allocations: list[dict[str, Any]], workers: int) -> None:
+    if not allocations:
+        return
+    claim = getattr(placement, "claim_resources", None)
+    if claim is None:
+        LOG.warning("Placement client cannot write allocations; existing instances have none")
+        return
+
+    def _one(alloc: dict[str, Any]) -> None:
+        body = {"allocations": {alloc["rp_uuid"]: {"resources": alloc["resources"]}}}
+        claim(alloc["consumer_uuid"], body, alloc["project_id"], alloc["user_id"])
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        # list() re-raises the first failure
+        list(pool.map(_one, allocations))

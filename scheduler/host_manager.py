@@ -1,0 +1,377 @@
+"""HostManager: the in-memory view of the compute nodes of every enabled cell.
+
+HostStates live in a cache keyed by compute-node uuid. Each request refreshes, per cell, only
+the rows changed since the last read (compute nodes, services; soft-deleted rows drop out),
+reading the cells in parallel with a per-cell timeout: a cell that fails or does not answer in
+time is skipped with a warning and the request goes on with the others. A host this scheduler
+consumed from keeps that consumption until its compute node reports newer data.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import db
+from scheduler.conf import CONF
+from scheduler.host_state import HostState
+from scheduler.objects import Aggregate, RequestSpec
+
+LOG = logging.getLogger(__name__)
+
+CELL0_UUID = "00000000-0000-0000-0000-000000000000"
+# Rows committed late can carry an updated_at slightly older than the newest one we saw, and
+# MySQL DATETIME has one-second resolution: re-read a small window behind the watermark.
+_WATERMARK_SLACK = datetime.timedelta(seconds=5)
+
+
+@dataclass(slots=True)
+class Cell:
+    uuid: str
+    name: str
+    database_connection: str
+    disabled: bool = False
+
+
+@dataclass(slots=True)
+class _CellView:
+    """What we hold of one cell: its HostStates and how far we have read it."""
+
+    cell: Cell
+    hosts: dict[str, HostState] = field(default_factory=dict)  # by compute-node uuid
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)  # by host name
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # compute row by uuid
+    node_watermark: datetime.datetime | None = None
+    service_watermark: datetime.datetime | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _row_time(row: dict[str, Any]) -> datetime.datetime | None:
+    times = [t for t in (row.get("updated_at"), row.get("created_at"), row.get("deleted_at")) if t]
+    return max(times) if times else None
+
+
+def _advance(watermark: datetime.datetime | None, rows: Iterable[dict[str, Any]]):
+    for row in rows:
+        t = _row_time(row)
+        if t is not None and (watermark is None or t > watermark):
+            watermark = t
+    return watermark
+
+
+class HostManager:
+    """Reads cells, aggregates and compute nodes; hands out HostStates per request."""
+
+    def __init__(self, conf=CONF, api_engine=None):
+        self.conf = conf
+        if api_engine is None:
+            url = conf.api_database.connection
+            if not url:
+                from scheduler.exceptions import ConfigurationError
+
+                raise ConfigurationError(
+                    "[api_database] connection is not set: novasched reads cell mappings and "
+                    "aggregates from nova's API database"
+                )
+            api_engine = db.get_engine(url)
+        self.api_engine = api_engine
+        self._views: dict[str, _CellView] = {}
+        self._views_lock = threading.Lock()
+        self._aggregates: dict[int, Aggregate] = {}
+        self._host_aggregates: dict[str, list[Aggregate]] = {}
+        self._aggregates_loaded_at = 0.0
+        self._aggregates_lock = threading.Lock()
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=conf.cell_worker_thread_pool_size, thread_name_prefix="cell-read"
+        )
+        self.cells: dict[str, Cell] = {}
+        self.enabled_cells: dict[str, Cell] = {}
+        self.refresh_cells_caches()
+        self.refresh_aggregates()
+
+    # -- cells ------------------------------------------------------------------------------
+    def refresh_cells_caches(self) -> None:
+        """(Re)load cell mappings: cell0 is left out, disabled cells are not scheduled to."""
+        cells: dict[str, Cell] = {}
+        for row in db.get_cell_mappings(self.api_engine):
+            if row["uuid"] == CELL0_UUID:
+                continue
+            cells[row["uuid"]] = Cell(
+                uuid=row["uuid"],
+                name=row.get("name") or row["uuid"],
+                database_connection=row["database_connection"],
+                disabled=bool(row.get("disabled")),
+            )
+        with self._views_lock:
+            self.cells = cells
+            self.enabled_cells = {u: c for u, c in cells.items() if not c.disabled}
+            for uuid in list(self._views):
+                old = self._views[uuid].cell
+                new = cells.get(uuid)
+                if new is None or new.database_connection != old.database_connection:
+                    del self._views[uuid]
+        LOG.info(
+            "Found %d cell(s), %d enabled: %s",
+            len(cells),
+            len(self.enabled_cells),
+            ", ".join(c.name for c in self.enabled_cells.values()) or "-",
+        )
+
+    # -- aggregates -------------------------------------------------------------------------
+    def refresh_aggregates(self) -> None:
+        aggregates: dict[int, Aggregate] = {}
+        by_host: dict[str, list[Aggregate]] = {}
+        for row in db.get_aggregates(self.api_engine):
+            agg = Aggregate(
+                id=row["id"],
+                uuid=row["uuid"],
+                name=row.get("name") or "",
+                hosts=set(row.get("hosts") or ()),
+                metadata=dict(row.get("metadata") or {}),
+            )
+            aggregates[agg.id] = agg
+            for host in agg.hosts:
+                by_host.setdefault(host, []).append(agg)
+        with self._aggregates_lock:
+            self._aggregates = aggregates
+            self._host_aggregates = by_host
+            self._aggregates_loaded_at = time.monotonic()
+
+    def _maybe_refresh_aggregates(self) -> None:
+        ttl = self.conf.scheduler.aggregate_cache_ttl
+        if ttl >= 0 and time.monotonic() - self._aggregates_loaded_at >= ttl:
+            try:
+                self.refresh_aggregates()
+            except Exception as exc:  # keep serving with the aggregates we have
+                LOG.warning("Could not refresh aggregates from the API database: %s", exc)
+
+    @property
+    def aggregates(self) -> list[Aggregate]:
+        return list(self._aggregates.values())
+
+    def aggregates_for_host(self, host: str) -> list[Aggregate]:
+        return self._host_aggregates.get(host, [])
+
+    def aggregates_by_metadata(
+        self, key: str | None = None, value: str | None = None, key_prefix: str | None = None
+    ) -> list[Aggregate]:
+        self._maybe_refresh_aggregates()
+        out = []
+        for agg in self._aggregates.values():
+            for k, v in agg.metadata.items():
+                if key is not None and k != key:
+                    continue
+                if key_prefix is not None and not k.startswith(key_prefix):
+                    continue
+                if value is not None and v != value:
+                    continue
+                out.append(agg)
+                break
+        return out
+
+    def update_aggregates(self, aggregates: list[Aggregate]) -> None:
+        """Apply aggregates sent by nova-api (update_aggregates RPC)."""
+        with self._aggregates_lock:
+            current = dict(self._aggregates)
+            for agg in aggregates:
+                current[agg.id] = agg
+            self._set_aggregates(current)
+
+    def delete_aggregate(self, aggregate: Aggregate) -> None:
+        with self._aggregates_lock:
+            current = dict(self._aggregates)
+            current.pop(aggregate.id, None)
+            self._set_aggregates(current)
+
+    def _set_aggregates(self, aggregates: dict[int, Aggregate]) -> None:
+        by_host: dict[str, list[Aggregate]] = {}
+        for agg in aggregates.values():
+            for host in agg.hosts:
+                by_host.setdefault(host, []).append(agg)
+        self._aggregates = aggregates
+        self._host_aggregates = by_host
+        for view in list(self._views.values()):
+            for hs in view.hosts.values():
+                hs.aggregates = by_host.get(hs.host, [])
+
+    # -- host states ------------------------------------------------------------------------
+    def _cells_for(self, spec: RequestSpec | None) -> list[Cell]:
+        dest = spec.requested_destination if spec is not None else None
+        if dest is not None and dest.cell_uuid and not dest.allow_cross_cell_move:
+            cell = self.enabled_cells.get(dest.cell_uuid) or self.cells.get(dest.cell_uuid)
+            return [cell] if cell else []
+        return list(self.enabled_cells.values())
+
+    def _view(self, cell: Cell) -> _CellView:
+        with self._views_lock:
+            view = self._views.get(cell.uuid)
+            if view is None:
+                view = self._views[cell.uuid] = _CellView(cell=cell)
+            return view
+
+    def _refresh_cell(self, cell: Cell) -> _CellView:
+        """Read what changed in one cell since the last read and apply it to its HostStates."""
+        view = self._view(cell)
+        with view.lock:
+            engine = db.get_engine(cell.database_connection)
+            since = view.service_watermark and view.service_watermark - _WATERMARK_SLACK
+            services = db.get_compute_services(engine, updated_since=since)
+            since = view.node_watermark and view.node_watermark - _WATERMARK_SLACK
+            nodes = db.get_compute_nodes(engine, updated_since=since)
+            changed_hosts: set[str] = set()
+            for row in services:
+                if row.get("deleted"):
+                    if view.services.pop(row["host"], None) is not None:
+                        changed_hosts.add(row["host"])
+                    continue
+                view.services[row["host"]] = row
+                changed_hosts.add(row["host"])
+            for row in nodes:
+                uuid = row.get("uuid")
+                if not uuid:
+                    continue
+                if row.get("deleted"):
+                    view.nodes.pop(uuid, None)
+                    view.hosts.pop(uuid, None)
+                    continue
+                view.nodes[uuid] = row
+                hs = view.hosts.get(uuid)
+                if (
+                    hs is None
+                    or hs.host != row["host"]
+                    or hs.nodename != row["hypervisor_hostname"]
+                ):
+                    hs = HostState(row["host"], row["hypervisor_hostname"], cell.uuid)
+                    view.hosts[uuid] = hs
+                hs.update(
+                    compute=row,
+                    service=view.services.get(row["host"]),
+                    aggregates=self.aggregates_for_host(row["host"]),
+                )
+                hs.uuid = hs.uuid or uuid
+            if changed_hosts:
+                for hs in view.hosts.values():
+                    if hs.host in changed_hosts:
+                        hs.service = view.services.get(hs.host) or {}
+            view.service_watermark = _advance(view.service_watermark, services)
+            view.node_watermark = _advance(view.node_watermark, nodes)
+        return view
+
+    def get_host_states_by_uuids(
+        self,
+        compute_uuids: Iterable[str] | None,
+        spec: RequestSpec | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> list[HostState]:
+        """HostStates for these compute-node uuids (None: every compute node) in the cells
+        the request may use. Hosts whose compute node has no service record are skipped."""
+        self._maybe_refresh_aggregates()
+        cells = self._cells_for(spec)
+        views = self._scatter_gather(cells)
+        wanted = None if compute_uuids is None else set(compute_uuids)
+        out: list[HostState] = []
+        for view in views:
+            if wanted is None:
+                items: Iterable[HostState] = view.hosts.values()
+            else:
+                get = view.hosts.get
+                items = [hs for hs in (get(u) for u in wanted) if hs is not None]
+            for hs in items:
+                if not hs.service:
+                    LOG.warning(
+                        "No compute service record found for host %(host)s in cell %(cell)s; "
+                        "skipping it",
+                        {"host": hs.host, "cell": view.cell.name},
+                    )
+                    continue
+                out.append(hs)
+        if spec is not None and _needs_instances(spec):
+            self._load_instances(views, out)
+        return out
+
+    def _scatter_gather(self, cells: list[Cell]) -> list[_CellView]:
+        if not cells:
+            return []
+        timeout = self.conf.scheduler.cell_timeout
+        futures = {self._executor.submit(self._refresh_cell, cell): cell for cell in cells}
+        done, not_done = concurrent.futures.wait(futures, timeout=timeout)
+        views: list[_CellView] = []
+        for fut in futures:
+            cell = futures[fut]
+            if fut in not_done:
+                fut.cancel()
+                LOG.warning(
+                    "Timed out waiting for response from cell %s (%s); skipping its hosts",
+                    cell.name,
+                    cell.uuid,
+                )
+                continue
+            exc = fut.exception()
+            if exc is not None:
+                LOG.warning(
+                    "Error reading cell %s (%s); skipping its hosts: %s", cell.name, cell.uuid, exc
+                )
+                continue
+            views.append(fut.result())
+        return views
+
+    def _load_instances(self, views: list[_CellView], hosts: list[HostState]) -> None:
+        """Fill host.instances for the hosts of this request (needed by affinity filters,
+        same/different host hints): one query per cell."""
+        by_cell: dict[str, list[HostState]] = {}
+        for hs in hosts:
+            by_cell.setdefault(hs.cell_uuid, []).append(hs)
+        for view in views:
+            cell_hosts = by_cell.get(view.cell.uuid)
+            if not cell_hosts:
+                continue
+            try:
+                engine = db.get_engine(view.cell.database_connection)
+                names = sorted({hs.host for hs in cell_hosts})
+                uuids_by_host = db.get_instance_uuids_by_host(engine, names)
+            except Exception as exc:
+                LOG.warning("Could not read instances of cell %s: %s", view.cell.name, exc)
+                continue
+            for hs in cell_hosts:
+                hs.instances = {u: None for u in uuids_by_host.get(hs.host, ())}
+
+    def host_states_for(self, host: str, node: str | None = None) -> list[HostState]:
+        """Cached HostStates of one host (and node), across cells (for forced destinations)."""
+        out = []
+        for view in list(self._views.values()):
+            for hs in view.hosts.values():
+                if hs.host == host and (node is None or hs.nodename == node):
+                    out.append(hs)
+        return out
+
+    def compute_nodes_by_host_or_node(
+        self, host: str | None, node: str | None, spec: RequestSpec | None = None
+    ) -> list[HostState]:
+        """Compute nodes for a forced or requested destination (refreshing the cells)."""
+        views = self._scatter_gather(self._cells_for(spec))
+        out = []
+        for view in views:
+            for hs in view.hosts.values():
+                if host is not None and hs.host != host:
+                    continue
+                if node is not None and hs.nodename != node:
+                    continue
+                out.append(hs)
+        return out
+
+    def stop(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _needs_instances(spec: RequestSpec) -> bool:
+    if spec.instance_group is not None:
+        return True
+    hints = spec.scheduler_hints or {}
+    return "same_host" in hints or "different_host" in hints

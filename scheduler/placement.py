@@ -1,0 +1,50 @@
+"""Build the Placement client from the ``[placement]`` options, as nova's report client does.
+
+``auth_type = noauth2`` (with ``endpoint_override``) talks to a Placement that runs
+``[api] auth_strategy = noauth2`` with a plain ``X-Auth-Token``; any keystoneauth plugin
+(``password``, ``v3password``, ``admin_token`` ...) goes through a keystoneauth Adapter, which
+finds the endpoint in the Keystone catalog by service type, interface and region.
+"""
+
+from __future__ import annotations
+
+from keystoneauth1 import loading as ks_loading
+
+from placement_client import PlacementClient
+from scheduler.conf import CONF
+from scheduler.exceptions import ConfigurationError
+
+GROUP = "placement"
+
+
+def client_from_conf(conf=CONF) -> PlacementClient:
+    opts = conf[GROUP]
+    timeout = opts.timeout or 30.0
+    auth_type = opts.auth_type
+    if auth_type in (None, "", "noauth2", "none", "noauth"):
+        if not opts.endpoint_override:
+            raise ConfigurationError(
+                "[placement] endpoint_override must be set when auth_type is "
+                f"{auth_type or 'unset'} (e.g. endpoint_override = http://127.0.0.1:8778)"
+            )
+        token = opts.noauth2_user if auth_type in (None, "", "noauth2") else None
+        return PlacementClient(
+            opts.endpoint_override,
+            token=token,
+            timeout=timeout,
+            claim_retries=opts.claim_retries,
+            retry_backoff=opts.claim_retry_backoff,
+        )
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
+        session = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth)
+        adapter = ks_loading.load_adapter_from_conf_options(conf, GROUP, session=session, auth=auth)
+    except Exception as exc:  # keystoneauth raises several unrelated types for bad config
+        raise ConfigurationError(f"Invalid [placement] authentication options: {exc}") from exc
+    return PlacementClient(
+        opts.endpoint_override or "",
+        ks_adapter=adapter,
+        timeout=timeout,
+        claim_retries=opts.claim_retries,
+        retry_backoff=opts.claim_retry_backoff,
+    )

@@ -1,0 +1,99 @@
+"""A real RabbitMQ for functional tests.
+
+``rabbit_transport_url`` gives the URL of the broker on 127.0.0.1:5672 (guest/guest),
+starting ``rabbitmq-server -detached`` if nothing listens there. It fails the test,
+loudly, when no broker can be reached: a functional test never silently skips.
+``rabbit_topic`` gives a unique topic per test and deletes its queues afterwards, so tests
+share the broker (and nova's ``nova`` exchange) without hearing each other.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+RABBIT_HOST = "127.0.0.1"
+RABBIT_PORT = 5672
+RABBIT_URL = f"rabbit://guest:guest@{RABBIT_HOST}:{RABBIT_PORT}/"
+START_TIMEOUT = 60.0
+
+
+def _listening(host: str = RABBIT_HOST, port: int = RABBIT_PORT) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def kombu_url(url: str) -> str:
+    """``url`` as kombu spells it (oslo.messaging's ``rabbit://`` is kombu's ``amqp://``)."""
+    return "amqp://" + url.split("://", 1)[1] if url.startswith("rabbit://") else url
+
+
+def _amqp_ready(url: str) -> bool:
+    """The port can open before the broker accepts AMQP logins; check a real login."""
+    import kombu
+
+    try:
+        with kombu.Connection(kombu_url(url), connect_timeout=2) as conn:
+            conn.ensure_connection(max_retries=1)
+            return True
+    except Exception:
+        return False
+
+
+def ensure_rabbit(url: str = RABBIT_URL, timeout: float = START_TIMEOUT) -> str:
+    """Return ``url`` once a broker answers on it, starting one if needed; fail otherwise."""
+    if _listening() and _amqp_ready(url):
+        return url
+    if not _listening():
+        server = shutil.which("rabbitmq-server")
+        if server is None:
+            pytest.fail(
+                f"RabbitMQ is not listening on {RABBIT_HOST}:{RABBIT_PORT} and "
+                "rabbitmq-server is not installed"
+            )
+        result = subprocess.run(
+            [server, "-detached"], capture_output=True, text=True, timeout=30, check=False
+        )
+        if result.returncode != 0:
+            pytest.fail(f"rabbitmq-server -detached failed: {result.stderr.strip()}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _listening() and _amqp_ready(url):
+            return url
+        time.sleep(1.0)
+    pytest.fail(f"RabbitMQ did not accept connections on {url} within {timeout:.0f} s")
+
+
+@pytest.fixture(scope="session")
+def rabbit_transport_url() -> str:
+    """``rabbit://guest:guest@127.0.0.1:5672/`` of a running broker."""
+    return ensure_rabbit()
+
+
+def delete_queues(url: str, names: list[str]) -> None:
+    import kombu
+
+    with kombu.Connection(kombu_url(url)) as conn:
+        channel = conn.channel()
+        for name in names:
+            try:
+                channel.queue_delete(name)
+            except Exception:  # already gone, or the channel closed on a missing queue
+                channel = conn.channel()
+
+
+@pytest.fixture
+def rabbit_topic(rabbit_transport_url: str) -> Iterator[str]:
+    """A topic no other test (or production scheduler) uses; its queues are removed after."""
+    topic = f"scheduler-test-{uuid.uuid4().hex[:12]}"
+    yield topic
+    delete_queues(rabbit_transport_url, [topic, f"{topic}.{topic}-host"])

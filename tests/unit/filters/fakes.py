@@ -1,0 +1,68 @@
+"""Builders shared by the filter and weigher unit tests."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Iterator
+from typing import Any
+
+from scheduler.conf import CONF
+from scheduler.host_state import HostState
+from scheduler.objects import Aggregate, Flavor, ImageMeta, InstanceGroup, RequestSpec
+
+NOW = datetime.datetime(2026, 5, 1, 12, 0, 0)
+
+
+def make_service(**overrides: Any) -> dict[str, Any]:
+    service = {
+        "host": "host1",
+        "disabled": False,
+        "disabled_reason": None,
+        "forced_down": False,
+        "last_seen_up": datetime.datetime.now(datetime.UTC).replace(tzinfo=None),
+        "created_at": NOW - datetime.timedelta(days=30),
+        "updated_at": None,
+        "version": 74,
+    }
+    service.update(overrides)
+    return service
+
+
+def make_host(host: str = "host1", node: str | None = None, **attrs: Any) -> HostState:
+    """A HostState with an up, enabled service; ``attrs`` are set as attributes
+    (``service=...`` replaces the service dict)."""
+    state = HostState(host, node or host)
+    state.update(service=attrs.pop("service", None) or make_service(host=host))
+    for name, value in attrs.items():
+        setattr(state, name, value)
+    return state
+
+
+def make_spec(
+    extra_specs: dict[str, str] | None = None,
+    image_props: dict[str, Any] | None = None,
+    group: InstanceGroup | None = None,
+    hints: dict[str, list[Any]] | None = None,
+    instance_uuid: str | None = "inst-1",
+) -> RequestSpec:
+    return RequestSpec(
+        flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1, extra_specs=dict(extra_specs or {})),
+        image=ImageMeta(properties=dict(image_props)) if image_props is not None else None,
+        instance_group=group,
+        scheduler_hints=dict(hints or {}),
+        instance_uuid=instance_uuid,
+    )
+
+
+def make_aggregate(agg_id: int, **metadata: str) -> Aggregate:
+    return Aggregate(id=agg_id, uuid=f"agg-{agg_id}", name=f"agg{agg_id}", metadata=metadata)
+
+
+@contextlib.contextmanager
+def override(name: str, value: Any, group: str | None = None) -> Iterator[None]:
+    CONF.set_override(name, value, group=group)
+    try:
+        yield
+    finally:
+        CONF.clear_override(name, group=group)

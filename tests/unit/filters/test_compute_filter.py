@@ -1,0 +1,105 @@
+"""ComputeFilter: enabled and up services pass; the batch path equals the per-host path."""
+
+from __future__ import annotations
+
+import datetime
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from filters import compute_filter
+from filters.compute_filter import ComputeFilter
+from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override
+
+
+def ago(seconds: float) -> datetime.datetime:
+    return NOW - datetime.timedelta(seconds=seconds)
+
+
+def passes(service, now=NOW):
+    with mock.patch.object(compute_filter, "_utcnow", return_value=now):
+        return ComputeFilter().host_passes(make_host(service=service), make_spec())
+
+
+def test_enabled_and_recently_seen_service_passes():
+    assert passes(make_service(last_seen_up=ago(10))) is True
+
+
+def test_disabled_service_is_rejected():
+    result = passes(make_service(disabled=True, disabled_reason="maintenance"))
+    assert not result
+    assert result.reason == "service disabled"
+
+
+def test_forced_down_service_is_rejected_even_if_seen_recently():
+    result = passes(make_service(forced_down=True, last_seen_up=ago(1)))
+    assert not result
+    assert result.reason == "service forced down"
+
+
+def test_service_not_seen_for_longer_than_service_down_time_is_down():
+    assert passes(make_service(last_seen_up=ago(60))) is True
+    result = passes(make_service(last_seen_up=ago(61)))
+    assert result.reason == "service down"
+    with override("service_down_time", 120):
+        assert passes(make_service(last_seen_up=ago(61))) is True
+
+
+def test_heartbeat_in_the_future_counts_by_its_absolute_distance():
+    assert passes(make_service(last_seen_up=ago(-30))) is True
+    assert not passes(make_service(last_seen_up=ago(-90)))
+
+
+def test_without_last_seen_up_created_at_is_used_not_updated_at():
+    service = make_service(last_seen_up=None, created_at=ago(5), updated_at=ago(3600))
+    assert passes(service) is True
+    service = make_service(last_seen_up=None, created_at=ago(3600), updated_at=ago(5))
+    assert not passes(service)
+
+
+def test_timestamps_may_be_strings_or_timezone_aware():
+    assert passes(make_service(last_seen_up=ago(5).isoformat())) is True
+    aware = (
+        ago(5)
+        .replace(tzinfo=datetime.UTC)
+        .astimezone(datetime.timezone(datetime.timedelta(hours=2)))
+    )
+    assert passes(make_service(last_seen_up=aware)) is True
+
+
+def test_service_without_any_timestamp_is_down():
+    result = passes(make_service(last_seen_up=None, created_at=None))
+    assert result.reason == "service down"
+
+
+def test_run_flags_match_nova():
+    assert ComputeFilter.RUN_ON_REBUILD is False
+    assert ComputeFilter.run_filter_once_per_request is True
+
+
+services = st.fixed_dictionaries(
+    {
+        "disabled": st.booleans(),
+        "forced_down": st.booleans(),
+        "last_seen_up": st.none() | st.integers(-200, 200).map(ago),
+        "created_at": st.none() | st.integers(-200, 200).map(ago),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(services, max_size=12), st.integers(1, 150))
+def test_batch_filter_hosts_equals_per_host_host_passes(service_list, down_time):
+    hosts = [make_host(f"h{i}", service=s) for i, s in enumerate(service_list)]
+    spec = make_spec()
+    filt = ComputeFilter()
+    with (
+        mock.patch.object(compute_filter, "_utcnow", return_value=NOW),
+        mock.patch.object(compute_filter.LOG, "warning"),
+        override("service_down_time", down_time),
+    ):
+        outcome = filt.filter_hosts(hosts, spec)
+        per_host = [(h, filt.host_passes(h, spec)) for h in hosts]
+    assert outcome.passed == [h for h, r in per_host if r]
+    assert outcome.rejected == [(h, r.reason) for h, r in per_host if not r]
