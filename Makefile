@@ -17,6 +17,7 @@ demo: $(STAMP)
 	$(BIN)/novasched-manage demo
 
 test: $(STAMP)
+	bash scripts/ensure-services.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -q -p no:cacheprovider tests

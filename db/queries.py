@@ -205,18 +205,23 @@ def _rows_by_uuid_chunks(
 def get_compute_services(
     cell_engine: Engine, updated_since: datetime.datetime | None = None
 ) -> list[dict[str, Any]]:
-    """Live ``nova-compute`` service rows (disabled ones included) as dicts.
+    """``nova-compute`` service rows (disabled ones included) as dicts plus ``deleted: bool``.
 
-    With ``updated_since``, only those created, updated or heard from at or after it.
+    Without ``updated_since``: the live rows. With it: the rows created, updated, heard from
+    or soft-deleted at or after that time, deleted ones included and flagged, so that a cache
+    can drop them.
     """
-    stmt = sa.select(_SVC).where(_SVC.c.binary == "nova-compute", _SVC.c.deleted == 0)
-    if updated_since is not None:
+    stmt = sa.select(_SVC).where(_SVC.c.binary == "nova-compute")
+    if updated_since is None:
+        stmt = stmt.where(_SVC.c.deleted == 0)
+    else:
         since = _naive_utc(updated_since)
         stmt = stmt.where(
             sa.or_(
                 _SVC.c.updated_at >= since,
                 _SVC.c.created_at >= since,
                 _SVC.c.last_seen_up >= since,
+                _SVC.c.deleted_at >= since,
             )
         )
     with cell_engine.connect() as conn:
@@ -224,7 +229,7 @@ def get_compute_services(
     for row in rows:
         row["disabled"] = bool(row["disabled"])
         row["forced_down"] = bool(row["forced_down"])
-        row["deleted"] = False
+        row["deleted"] = bool(row["deleted"])
     return rows
 
 

@@ -163,8 +163,8 @@ class PlacementClient:
         except requests.RequestException as exc:
             raise PlacementConnectionError(
                 f"Cannot reach Placement at {self.endpoint or '(keystone catalog)'} for "
-                f"{method} {path}: {exc}. Check that Placement is running and that the [placement] "
-                "endpoint settings point at it.",
+                f"{method} {path.split('?', 1)[0]}: {_connection_problem(exc)}. Check that "
+                "Placement is running and that the [placement] endpoint settings point at it.",
                 method=method,
                 path=path,
                 request_id=request_id,
@@ -496,6 +496,14 @@ class PlacementClient:
             raise self._error(PlacementClientError, "GET", path, answer, request_id)
         return answer.body
 
+    def get_inventories(self, uuid: str, request_id: str | None = None) -> dict[str, Any]:
+        """The provider's inventories by resource class (``{}`` if it has none)."""
+        path = f"/resource_providers/{uuid}/inventories"
+        answer = self._request("GET", path, MV_PROVIDER_GET, request_id=request_id)
+        if answer.status != 200:
+            raise self._error(PlacementClientError, "GET", path, answer, request_id)
+        return (answer.body or {}).get("inventories", {})
+
     def set_inventories(
         self, uuid: str, inventories: dict[str, Any], request_id: str | None = None
     ) -> int:
@@ -619,6 +627,23 @@ def _doubled_up(
             for rc, amount in resources.items():
                 target[rc] = target.get(rc, 0) + amount
     return merged
+
+
+def _connection_problem(exc: requests.RequestException) -> str:
+    """A short phrase for a connection failure (urllib3's text repeats the whole URL)."""
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    text = str(exc)
+    for marker in (
+        "Connection refused",
+        "Name or service not known",
+        "No route to host",
+        "Connection reset",
+        "Remote end closed connection",
+    ):
+        if marker in text:
+            return marker.lower()
+    return type(exc).__name__
 
 
 def _header(headers: Any, name: str) -> str | None:

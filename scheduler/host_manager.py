@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import db
 from scheduler.conf import CONF
@@ -26,9 +26,18 @@ from scheduler.objects import Aggregate, RequestSpec
 LOG = logging.getLogger(__name__)
 
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
-# Rows committed late can carry an updated_at slightly older than the newest one we saw, and
-# MySQL DATETIME has one-second resolution: re-read a small window behind the watermark.
+# A row is written with its writer's clock a little before it commits, MySQL DATETIME keeps
+# whole seconds, and clocks drift: each read goes back this far behind the start of the
+# previous one so that no row committed in between is lost.
 _WATERMARK_SLACK = datetime.timedelta(seconds=5)
+# Every so often a cell is read whole again. That bounds how long a change can be missed when
+# a writer's clock lags ours by more than the slack, and drops soft-deleted services, which the
+# incremental service query cannot see.
+_FULL_RESYNC_SECONDS = 300.0
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 @dataclass(slots=True)
@@ -46,23 +55,17 @@ class _CellView:
     cell: Cell
     hosts: dict[str, HostState] = field(default_factory=dict)  # by compute-node uuid
     services: dict[str, dict[str, Any]] = field(default_factory=dict)  # by host name
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # compute row by uuid
-    node_watermark: datetime.datetime | None = None
-    service_watermark: datetime.datetime | None = None
+    # (our clock) when the last successful read started; None until the first one
+    read_started_at: datetime.datetime | None = None
+    full_read_at: float = 0.0  # time.monotonic() of the last whole read
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _row_time(row: dict[str, Any]) -> datetime.datetime | None:
-    times = [t for t in (row.get("updated_at"), row.get("created_at"), row.get("deleted_at")) if t]
-    return max(times) if times else None
+class _CellRead(NamedTuple):
+    """One cell's answer to one request: its view and its HostStates at that moment."""
 
-
-def _advance(watermark: datetime.datetime | None, rows: Iterable[dict[str, Any]]):
-    for row in rows:
-        t = _row_time(row)
-        if t is not None and (watermark is None or t > watermark):
-            watermark = t
-    return watermark
+    view: _CellView
+    hosts: dict[str, HostState]
 
 
 class HostManager:
@@ -87,6 +90,8 @@ class HostManager:
         self._host_aggregates: dict[str, list[Aggregate]] = {}
         self._aggregates_loaded_at = 0.0
         self._aggregates_lock = threading.Lock()
+        self._inflight: dict[str, concurrent.futures.Future] = {}
+        self._inflight_lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=conf.cell_worker_thread_pool_size, thread_name_prefix="cell-read"
         )
@@ -115,7 +120,10 @@ class HostManager:
                 old = self._views[uuid].cell
                 new = cells.get(uuid)
                 if new is None or new.database_connection != old.database_connection:
+                    # another database: read it whole again, under its new name
                     del self._views[uuid]
+                else:
+                    self._views[uuid].cell = new
         LOG.info(
             "Found %d cell(s), %d enabled: %s",
             len(cells),
@@ -125,8 +133,8 @@ class HostManager:
 
     # -- aggregates -------------------------------------------------------------------------
     def refresh_aggregates(self) -> None:
+        """Re-read every aggregate from the API database and attach them to the HostStates."""
         aggregates: dict[int, Aggregate] = {}
-        by_host: dict[str, list[Aggregate]] = {}
         for row in db.get_aggregates(self.api_engine):
             agg = Aggregate(
                 id=row["id"],
@@ -136,11 +144,10 @@ class HostManager:
                 metadata=dict(row.get("metadata") or {}),
             )
             aggregates[agg.id] = agg
-            for host in agg.hosts:
-                by_host.setdefault(host, []).append(agg)
         with self._aggregates_lock:
-            self._aggregates = aggregates
-            self._host_aggregates = by_host
+            # cached HostStates get the new aggregates too: a quiet compute node may not
+            # write its row again for a long time
+            self._set_aggregates(aggregates)
             self._aggregates_loaded_at = time.monotonic()
 
     def _maybe_refresh_aggregates(self) -> None:
@@ -184,6 +191,7 @@ class HostManager:
             self._set_aggregates(current)
 
     def delete_aggregate(self, aggregate: Aggregate) -> None:
+        """Forget an aggregate deleted in nova-api (delete_aggregate RPC)."""
         with self._aggregates_lock:
             current = dict(self._aggregates)
             current.pop(aggregate.id, None)
@@ -197,14 +205,15 @@ class HostManager:
         self._aggregates = aggregates
         self._host_aggregates = by_host
         for view in list(self._views.values()):
-            for hs in view.hosts.values():
+            for hs in list(view.hosts.values()):
                 hs.aggregates = by_host.get(hs.host, [])
 
     # -- host states ------------------------------------------------------------------------
     def _cells_for(self, spec: RequestSpec | None) -> list[Cell]:
         dest = spec.requested_destination if spec is not None else None
         if dest is not None and dest.cell_uuid and not dest.allow_cross_cell_move:
-            cell = self.enabled_cells.get(dest.cell_uuid) or self.cells.get(dest.cell_uuid)
+            # as nova: the requested cell is used even if it is disabled
+            cell = self.cells.get(dest.cell_uuid)
             return [cell] if cell else []
         return list(self.enabled_cells.values())
 
@@ -215,53 +224,82 @@ class HostManager:
                 view = self._views[cell.uuid] = _CellView(cell=cell)
             return view
 
-    def _refresh_cell(self, cell: Cell) -> _CellView:
-        """Read what changed in one cell since the last read and apply it to its HostStates."""
+    def _refresh_cell(self, cell: Cell) -> _CellRead:
+        """Read what changed in one cell since the last read and apply it to its HostStates.
+
+        Returns the cell's view and a snapshot of its HostStates taken under the cell's lock,
+        so that callers can iterate it while another request refreshes the same cell.
+        """
         view = self._view(cell)
         with view.lock:
             engine = db.get_engine(cell.database_connection)
-            since = view.service_watermark and view.service_watermark - _WATERMARK_SLACK
+            started = _utcnow()
+            full = (
+                view.read_started_at is None
+                or time.monotonic() - view.full_read_at >= _FULL_RESYNC_SECONDS
+            )
+            since = None if full else view.read_started_at - _WATERMARK_SLACK
             services = db.get_compute_services(engine, updated_since=since)
-            since = view.node_watermark and view.node_watermark - _WATERMARK_SLACK
             nodes = db.get_compute_nodes(engine, updated_since=since)
-            changed_hosts: set[str] = set()
-            for row in services:
-                if row.get("deleted"):
-                    if view.services.pop(row["host"], None) is not None:
-                        changed_hosts.add(row["host"])
-                    continue
-                view.services[row["host"]] = row
-                changed_hosts.add(row["host"])
-            for row in nodes:
-                uuid = row.get("uuid")
-                if not uuid:
-                    continue
-                if row.get("deleted"):
-                    view.nodes.pop(uuid, None)
-                    view.hosts.pop(uuid, None)
-                    continue
-                view.nodes[uuid] = row
-                hs = view.hosts.get(uuid)
-                if (
-                    hs is None
-                    or hs.host != row["host"]
-                    or hs.nodename != row["hypervisor_hostname"]
-                ):
-                    hs = HostState(row["host"], row["hypervisor_hostname"], cell.uuid)
-                    view.hosts[uuid] = hs
-                hs.update(
-                    compute=row,
-                    service=view.services.get(row["host"]),
-                    aggregates=self.aggregates_for_host(row["host"]),
-                )
-                hs.uuid = hs.uuid or uuid
-            if changed_hosts:
-                for hs in view.hosts.values():
-                    if hs.host in changed_hosts:
-                        hs.service = view.services.get(hs.host) or {}
-            view.service_watermark = _advance(view.service_watermark, services)
-            view.node_watermark = _advance(view.node_watermark, nodes)
-        return view
+            if full:
+                self._apply_full_read(view, services, nodes)
+            else:
+                self._apply_changes(view, services, nodes)
+            view.read_started_at = started
+            if full:
+                view.full_read_at = time.monotonic()
+            return _CellRead(view, dict(view.hosts))
+
+    def _apply_full_read(
+        self, view: _CellView, services: list[dict[str, Any]], nodes: list[dict[str, Any]]
+    ) -> None:
+        # what the whole read does not return is gone (deleted rows are not in it)
+        view.services = {row["host"]: row for row in services}
+        live = {row["uuid"] for row in nodes if row.get("uuid")}
+        for uuid in [u for u in view.hosts if u not in live]:
+            del view.hosts[uuid]
+        for hs in view.hosts.values():
+            hs.service = view.services.get(hs.host) or {}
+        for row in nodes:
+            self._apply_node(view, row)
+
+    def _apply_changes(
+        self, view: _CellView, services: list[dict[str, Any]], nodes: list[dict[str, Any]]
+    ) -> None:
+        changed_hosts: set[str] = set()
+        # deleted rows first: a host whose old service was deleted and a new one created
+        # (nova-compute re-registering) must end up with the new one
+        for row in sorted(services, key=lambda r: not r.get("deleted")):
+            if row.get("deleted"):
+                if view.services.pop(row["host"], None) is not None:
+                    changed_hosts.add(row["host"])
+                continue
+            view.services[row["host"]] = row
+            changed_hosts.add(row["host"])
+        for row in nodes:
+            if row.get("deleted"):
+                if row.get("uuid"):
+                    view.hosts.pop(row["uuid"], None)
+                continue
+            self._apply_node(view, row)
+        if changed_hosts:
+            for hs in view.hosts.values():
+                if hs.host in changed_hosts:
+                    hs.service = view.services.get(hs.host) or {}
+
+    def _apply_node(self, view: _CellView, row: dict[str, Any]) -> None:
+        uuid = row.get("uuid")
+        if not uuid:
+            return
+        service = view.services.get(row["host"]) or {}
+        aggregates = self.aggregates_for_host(row["host"])
+        hs = view.hosts.get(uuid)
+        # A node whose usage is not reported yet keeps uuid None, as in nova: it goes
+        # through the filters but has no allocation candidates, so it is never claimed.
+        if hs is None or hs.host != row["host"] or hs.nodename != row["hypervisor_hostname"]:
+            hs = HostState(row["host"], row["hypervisor_hostname"], view.cell.uuid)
+            view.hosts[uuid] = hs
+        hs.update(compute=row, service=service, aggregates=aggregates)
 
     def get_host_states_by_uuids(
         self,
@@ -274,53 +312,71 @@ class HostManager:
         the request may use. Hosts whose compute node has no service record are skipped."""
         self._maybe_refresh_aggregates()
         cells = self._cells_for(spec)
-        views = self._scatter_gather(cells)
+        reads = self._scatter_gather(cells, request_id)
         wanted = None if compute_uuids is None else set(compute_uuids)
         out: list[HostState] = []
-        for view in views:
+        for read in reads:
             if wanted is None:
-                items: Iterable[HostState] = view.hosts.values()
-            else:
-                get = view.hosts.get
+                items: Iterable[HostState] = read.hosts.values()
+            elif len(wanted) < len(read.hosts):
+                get = read.hosts.get
                 items = [hs for hs in (get(u) for u in wanted) if hs is not None]
+            else:
+                items = [hs for u, hs in read.hosts.items() if u in wanted]
             for hs in items:
                 if not hs.service:
                     LOG.warning(
                         "No compute service record found for host %(host)s in cell %(cell)s; "
                         "skipping it",
-                        {"host": hs.host, "cell": view.cell.name},
+                        {"host": hs.host, "cell": read.view.cell.name},
                     )
                     continue
                 out.append(hs)
         if spec is not None and _needs_instances(spec):
-            self._load_instances(views, out)
+            self._load_instances([r.view for r in reads], out)
         return out
 
-    def _scatter_gather(self, cells: list[Cell]) -> list[_CellView]:
+    def _scatter_gather(self, cells: list[Cell], request_id: str | None = None) -> list[_CellRead]:
+        """Refresh these cells in parallel; those that fail or time out are left out."""
         if not cells:
             return []
         timeout = self.conf.scheduler.cell_timeout
-        futures = {self._executor.submit(self._refresh_cell, cell): cell for cell in cells}
+        futures: dict[concurrent.futures.Future, Cell] = {}
+        with self._inflight_lock:
+            for cell in cells:
+                # A read still running (a slow cell a previous request gave up on) is joined
+                # rather than queued behind: otherwise a stuck cell fills the pool with
+                # waiting reads and starves the healthy cells.
+                fut = self._inflight.get(cell.uuid)
+                if fut is None or fut.done():
+                    fut = self._executor.submit(self._refresh_cell, cell)
+                    self._inflight[cell.uuid] = fut
+                futures[fut] = cell
         done, not_done = concurrent.futures.wait(futures, timeout=timeout)
-        views: list[_CellView] = []
-        for fut in futures:
-            cell = futures[fut]
+        reads: list[_CellRead] = []
+        for fut, cell in futures.items():
             if fut in not_done:
-                fut.cancel()
                 LOG.warning(
-                    "Timed out waiting for response from cell %s (%s); skipping its hosts",
+                    "Timed out after %.1f s waiting for cell %s (%s); skipping its hosts "
+                    "(request %s)",
+                    timeout,
                     cell.name,
                     cell.uuid,
+                    request_id or "-",
                 )
                 continue
             exc = fut.exception()
             if exc is not None:
                 LOG.warning(
-                    "Error reading cell %s (%s); skipping its hosts: %s", cell.name, cell.uuid, exc
+                    "Error reading cell %s (%s); skipping its hosts (request %s): %s",
+                    cell.name,
+                    cell.uuid,
+                    request_id or "-",
+                    exc,
                 )
                 continue
-            views.append(fut.result())
-        return views
+            reads.append(fut.result())
+        return reads
 
     def _load_instances(self, views: list[_CellView], hosts: list[HostState]) -> None:
         """Fill host.instances for the hosts of this request (needed by affinity filters,
@@ -342,11 +398,41 @@ class HostManager:
             for hs in cell_hosts:
                 hs.instances = {u: None for u in uuids_by_host.get(hs.host, ())}
 
+    def forget_consumption(self, host_states: Iterable[HostState]) -> None:
+        """Drop this scheduler's consumption from these HostStates (after a rollback): re-read
+        their compute nodes and apply the rows, as nova does by clearing ``updated``."""
+        by_cell: dict[str | None, list[HostState]] = {}
+        for hs in host_states:
+            hs.updated = None
+            if hs.uuid:
+                by_cell.setdefault(hs.cell_uuid, []).append(hs)
+        for cell_uuid, hosts in by_cell.items():
+            cell = self.cells.get(cell_uuid) if cell_uuid else None
+            if cell is None:
+                continue
+            try:
+                rows = db.get_compute_nodes(
+                    db.get_engine(cell.database_connection), uuids=[hs.uuid for hs in hosts]
+                )
+            except Exception as exc:  # the next full resync will correct them
+                LOG.warning(
+                    "Could not re-read %d compute node(s) of cell %s: %s",
+                    len(hosts),
+                    cell.name,
+                    exc,
+                )
+                continue
+            by_uuid = {row["uuid"]: row for row in rows}
+            for hs in hosts:
+                row = by_uuid.get(hs.uuid)
+                if row is not None:
+                    hs.update(compute=row)
+
     def host_states_for(self, host: str, node: str | None = None) -> list[HostState]:
         """Cached HostStates of one host (and node), across cells (for forced destinations)."""
         out = []
         for view in list(self._views.values()):
-            for hs in view.hosts.values():
+            for hs in list(view.hosts.values()):
                 if hs.host == host and (node is None or hs.nodename == node):
                     out.append(hs)
         return out
@@ -355,10 +441,9 @@ class HostManager:
         self, host: str | None, node: str | None, spec: RequestSpec | None = None
     ) -> list[HostState]:
         """Compute nodes for a forced or requested destination (refreshing the cells)."""
-        views = self._scatter_gather(self._cells_for(spec))
         out = []
-        for view in views:
-            for hs in view.hosts.values():
+        for read in self._scatter_gather(self._cells_for(spec)):
+            for hs in read.hosts.values():
                 if host is not None and hs.host != host:
                     continue
                 if node is not None and hs.nodename != node:

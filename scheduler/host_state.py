@@ -43,6 +43,7 @@ class HostState:
         "uuid",
         "cell_uuid",
         "_lock_name",
+        "_lock",
         "total_usable_ram_mb",
         "free_ram_mb",
         "total_usable_disk_gb",
@@ -82,6 +83,10 @@ class HostState:
         self.uuid: str | None = None
         self.cell_uuid = cell_uuid
         self._lock_name = f"{host}-{nodename}"
+        # lockutils' named semaphore for (host, node), held for the HostState's life: the
+        # same lock any ``lockutils.lock(name)`` in this process gets, without lockutils
+        # building a new semaphore on every acquisition (~25 us each, at 10k hosts).
+        self._lock = lockutils.internal_lock(self._lock_name)
         self.total_usable_ram_mb = 0
         self.free_ram_mb = 0
         self.total_usable_disk_gb = 0
@@ -123,7 +128,7 @@ class HostState:
         instances: dict[str, Any] | None = None,
     ) -> None:
         """Apply fresh data from the cell database (under this host's lock)."""
-        with lockutils.lock(self._lock_name):
+        with self._lock:
             if compute is not None:
                 self._update_from_compute_node(compute)
             if service is not None:
@@ -178,7 +183,7 @@ class HostState:
 
     def consume_from_request(self, spec_obj: RequestSpec) -> None:
         """Account for an instance placed here by this scheduler (under this host's lock)."""
-        with lockutils.lock(self._lock_name):
+        with self._lock:
             try:
                 flavor = spec_obj.flavor
                 self.free_ram_mb -= flavor.memory_mb

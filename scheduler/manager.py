@@ -217,12 +217,30 @@ class SchedulerManager:
 
     # -- cache-update casts (accepted; the host manager does not consume them yet) ----------
     def update_aggregates(self, ctxt: Any, aggregates: Any) -> None:
-        """Fanout cast from nova-api when aggregates change (accepted, ignored for now)."""
-        LOG.debug("Ignoring update_aggregates cast (request %s)", _request_id(ctxt) or "-")
+        """Fanout cast from nova-api when aggregates change: apply them to the cache now
+        instead of at the next periodic re-read."""
+        self._apply_cast("update_aggregates", ctxt, aggregates)
 
     def delete_aggregate(self, ctxt: Any, aggregate: Any) -> None:
-        """Fanout cast from nova-api when an aggregate is deleted (accepted, ignored)."""
-        LOG.debug("Ignoring delete_aggregate cast (request %s)", _request_id(ctxt) or "-")
+        """Fanout cast from nova-api when an aggregate is deleted."""
+        self._apply_cast("delete_aggregate", ctxt, aggregate)
+
+    def _apply_cast(self, method: str, ctxt: Any, prim: Any) -> None:
+        target = getattr(self.driver, method, None)
+        if target is None:
+            LOG.debug("Driver has no %s; ignoring the cast", method)
+            return
+        try:
+            aggregates = wire.aggregates_from_primitive(prim)
+            if method == "update_aggregates":
+                target(aggregates)
+            else:
+                for agg in aggregates:
+                    target(agg)
+        except Exception:  # a cast has nobody to answer: log it, keep serving
+            LOG.exception("Could not apply %s (request %s)", method, _request_id(ctxt) or "-")
+        else:
+            LOG.debug("Applied %s: %d aggregate(s)", method, len(aggregates))
 
     def update_instance_info(self, ctxt: Any, host_name: str, instance_info: Any) -> None:
         """Fanout cast from nova-compute with a host's instances (accepted, ignored)."""

@@ -41,11 +41,12 @@ def require_tenant_aggregate(spec: RequestSpec, aggregates: AggregateView, conf=
     if not conf.scheduler.limit_tenants_to_placement_aggregate:
         return False
     project = spec.project_id
-    matching = [
-        agg
-        for agg in aggregates.aggregates_by_metadata(key_prefix=TENANT_METADATA_KEY)
-        if any(k.startswith(TENANT_METADATA_KEY) and v == project for k, v in agg.metadata.items())
-    ]
+    # one metadata item must both be a tenant key and name the project
+    matching = (
+        aggregates.aggregates_by_metadata(key_prefix=TENANT_METADATA_KEY, value=project)
+        if project
+        else []  # value=None would match every tenant's aggregates
+    )
     if matching:
         _destination(spec).require_aggregates([agg.uuid for agg in matching])
         LOG.debug(

@@ -53,6 +53,9 @@ class _Request:
     last_report: FilterReport | None = None
     total_hosts: int = 0
     placement_errors: list[str] = field(default_factory=list)
+    claim_failures: int = 0
+    # hosts the last narrowing took out before the filters (destination, ignore/force)
+    narrowed: list[tuple[int, str]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -93,6 +96,12 @@ class FilterScheduler:
     def stop(self) -> None:
         self.host_manager.stop()
 
+    def update_aggregates(self, aggregates: list[Any]) -> None:
+        self.host_manager.update_aggregates(aggregates)
+
+    def delete_aggregate(self, aggregate: Any) -> None:
+        self.host_manager.delete_aggregate(aggregate)
+
     def select_destinations(
         self,
         context: Any,
@@ -109,11 +118,17 @@ class FilterScheduler:
         start = time.perf_counter()
         try:
             if spec_obj.is_rebuild:
-                return self._schedule_without_claims(req, instance_uuids, all_hosts=True)
+                # nova: no prefilters, no Placement, every host of the cells, no claim
+                t0 = time.perf_counter()
+                hosts = self.host_manager.get_host_states_by_uuids(
+                    None, spec_obj, request_id=req.request_id
+                )
+                req.timings["host_states"] = time.perf_counter() - t0
+                return self._legacy_find_hosts(req, hosts, instance_uuids, return_alternates)
             self._run_prefilters(req)
             hosts = self._hosts_from_placement(req)
             if instance_uuids is None:
-                return self._schedule_without_claims(req, None, hosts=hosts)
+                return self._legacy_find_hosts(req, hosts, None, return_alternates)
             return self._schedule(req, hosts, instance_uuids, return_alternates)
         finally:
             LOG.debug(
@@ -144,6 +159,11 @@ class FilterScheduler:
         if not nodes:
             raise NoValidHost(f"No such host - host: {host} node: {node}")
         if len(nodes) == 1:
+            if dest is not None and (dest.host or dest.node):
+                # as nova does: a destination given by node alone (API 2.74) names its host
+                # too, so that the hosts are narrowed to that node before the filters
+                dest.host = nodes[0].host
+                dest.node = nodes[0].nodename
             return nodes[0].uuid, False
         return None, True
 
@@ -189,47 +209,63 @@ class FilterScheduler:
             )
         return hosts
 
-    def _narrow(self, spec: RequestSpec, hosts: list[HostState]) -> tuple[list[HostState], bool]:
-        """nova's pre-filter narrowing: requested destination, ignore_hosts, force_hosts and
-        force_nodes. Returns the hosts and whether filters must be skipped (forced)."""
+    def _narrow(self, req: _Request, hosts: list[HostState]) -> tuple[list[HostState], bool]:
+        """nova's pre-filter narrowing (``get_filtered_hosts``): requested destination,
+        ignore_hosts, force_hosts and force_nodes. Returns the hosts and whether the filters
+        must be skipped (forced). What each step took out is kept in ``req.narrowed``."""
+        spec = req.spec
+        narrowed: list[tuple[int, str]] = []
+
+        def keep(selected: list[HostState], why: str) -> list[HostState]:
+            if len(selected) < len(hosts):
+                narrowed.append((len(hosts) - len(selected), why))
+            return selected
+
         dest = spec.requested_destination
         if dest is not None and dest.host:
-            hosts = [
-                h
-                for h in hosts
-                if h.host == dest.host and (not dest.node or h.nodename == dest.node)
-            ]
+            hosts = keep(
+                [
+                    h
+                    for h in hosts
+                    if h.host == dest.host and (not dest.node or h.nodename == dest.node)
+                ],
+                "not the requested destination",
+            )
         if spec.ignore_hosts:
             ignored = {h.lower() for h in spec.ignore_hosts}
-            hosts = [h for h in hosts if h.host.lower() not in ignored]
+            hosts = keep([h for h in hosts if h.host.lower() not in ignored], "in ignore_hosts")
         forced = False
         if spec.force_hosts:
             wanted = {h.lower() for h in spec.force_hosts}
-            hosts = [h for h in hosts if h.host.lower() in wanted]
+            hosts = keep([h for h in hosts if h.host.lower() in wanted], "not in force_hosts")
             forced = True
         if spec.force_nodes:
-            wanted = {n.lower() for n in spec.force_nodes}
-            hosts = [h for h in hosts if h.nodename.lower() in wanted]
+            # nova compares forced node names as given (host names case-insensitively)
+            wanted = set(spec.force_nodes)
+            hosts = keep([h for h in hosts if h.nodename in wanted], "not in force_nodes")
             forced = True
         if forced and spec.get_scheduler_hint("_nova_check_type") is not None:
             forced = False  # nova runs the filters on forced hosts for rebuild/evacuate checks
+        req.narrowed = narrowed
         return hosts, forced
 
     def _get_sorted_hosts(
         self, req: _Request, hosts: list[HostState], index: int
     ) -> list[HostState]:
+        """Filter, weigh, shuffle the best ties if asked, and move a random pick among the
+        best ``host_subset_size`` to the front (nova's ``_get_sorted_hosts``)."""
         spec = req.spec
         t0 = time.perf_counter()
-        narrowed, forced = self._narrow(spec, hosts)
+        if index == 0:
+            req.total_hosts = len(hosts)
+        narrowed, forced = self._narrow(req, hosts)
         if forced:
             filtered = narrowed
-            req.last_report = None
+            req.last_report = FilterReport(hosts=list(narrowed))
         else:
             report = self.filter_handler.run(narrowed, spec, index, request_id=req.request_id)
             req.last_report = report
             filtered = report.hosts
-        if index == 0:
-            req.total_hosts = len(hosts)
         t1 = time.perf_counter()
         req.timings["filter"] = req.timings.get("filter", 0.0) + (t1 - t0)
         if not filtered:
@@ -238,21 +274,25 @@ class FilterScheduler:
         req.timings["weigh"] = req.timings.get("weigh", 0.0) + (time.perf_counter() - t1)
         fs = self.conf.filter_scheduler
         if fs.shuffle_best_same_weighed_hosts and len(weighed) > 1:
+            # fewer claim races between schedulers when many hosts tie for the best weight
             best = weighed[0].weight
             ties = [w for w in weighed if w.weight == best]
             random.shuffle(ties)
             weighed = ties + weighed[len(ties) :]
         ordered = [w.obj for w in weighed]
-        subset = ordered[: max(1, fs.host_subset_size)]
-        chosen = random.choice(subset)
+        # a random pick among the best few spreads the load of similar requests
+        chosen = random.choice(ordered[: max(1, fs.host_subset_size)])
         if chosen is not ordered[0]:
             ordered.remove(chosen)
             ordered.insert(0, chosen)
         return ordered
 
     def _claim(self, req: _Request, host: HostState, instance_uuid: str) -> dict[str, Any] | None:
+        """Claim the host's first allocation request for the instance; None when the host
+        has no candidate or Placement refused (the caller tries the next host)."""
         cands = req.candidates.get(host.uuid) if host.uuid else None
         if not cands:
+            LOG.debug("Host %s has no allocation candidate left; skipping it", host.host)
             return None
         alloc_req = cands[0]
         LOG.debug(
@@ -278,9 +318,11 @@ class FilterScheduler:
             LOG.info(
                 "Unable to claim resources on %s for instance %s: %s", host.host, instance_uuid, exc
             )
+            req.claim_failures += 1
             return None
         except PlacementError as exc:
             LOG.warning("Placement error claiming %s on %s: %s", instance_uuid, host.host, exc)
+            req.claim_failures += 1
             req.placement_errors.append(str(exc))
             return None
         finally:
@@ -294,95 +336,108 @@ class FilterScheduler:
         instance_uuids: list[str],
         return_alternates: bool,
     ) -> list[list[Selection]]:
+        """nova's main loop: per instance filter, weigh, claim the first host that Placement
+        accepts, consume; then alternates. Every claim is rolled back on any failure."""
         spec = req.spec
         num_instances = len(instance_uuids)
-        chosen: list[tuple[HostState, dict[str, Any]]] = []
-        sorted_lists: list[list[HostState]] = []
+        chosen: list[tuple[HostState, dict[str, Any] | None]] = []
+        index = 0
         try:
             for index, instance_uuid in enumerate(instance_uuids):
                 spec.instance_uuid = instance_uuid
                 # as nova does, each instance filters the previous instance's survivors, so
                 # once-per-request filters (ComputeFilter ...) keep their effect
-                ordered = hosts = self._get_sorted_hosts(req, hosts, index)
-                if not ordered:
+                hosts = self._get_sorted_hosts(req, hosts, index)
+                if not hosts:
                     break
                 claimed = None
-                for host in ordered:
+                for host in hosts:
                     alloc_req = self._claim(req, host, instance_uuid)
                     if alloc_req is not None:
                         claimed = (host, alloc_req)
                         req.claimed.append(instance_uuid)
                         break
                 if claimed is None:
+                    LOG.debug("Unable to successfully claim against any host.")
                     break
                 host, alloc_req = claimed
                 self._record_mappings(spec, alloc_req)
                 self._consume(spec, host, instance_uuid)
                 chosen.append(claimed)
-                sorted_lists.append(ordered)
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
             if len(chosen) < num_instances:
                 raise NoValidHost(self._not_enough_reason(req, len(chosen), num_instances))
+            return self._with_alternates(req, chosen, hosts, index, return_alternates, True)
         except BaseException:
             self._rollback(req, [h for h, _ in chosen])
             raise
-        return self._with_alternates(chosen, sorted_lists, req, return_alternates)
+
+    def _legacy_find_hosts(
+        self,
+        req: _Request,
+        hosts: list[HostState],
+        instance_uuids: list[str] | None,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        """nova's path without claims (RPC < 4.4 without instance uuids, and rebuild):
+        filter, weigh, take the first host, consume. No Selection carries an allocation
+        request, the chosen hosts' nor the alternates'."""
+        spec = req.spec
+        num = len(instance_uuids) if instance_uuids else spec.num_instances
+        chosen: list[tuple[HostState, dict[str, Any] | None]] = []
+        index = 0
+        try:
+            for index in range(num):
+                instance_uuid = instance_uuids[index] if instance_uuids else None
+                if instance_uuid:
+                    spec.instance_uuid = instance_uuid
+                hosts = self._get_sorted_hosts(req, hosts, index)
+                if not hosts:
+                    break
+                host = hosts[0]
+                chosen.append((host, None))
+                self._consume(spec, host, instance_uuid)
+                LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
+            if len(chosen) < num:
+                raise NoValidHost(self._not_enough_reason(req, len(chosen), num))
+            return self._with_alternates(req, chosen, hosts, index, return_alternates, False)
+        except BaseException:
+            self._rollback(req, [h for h, _ in chosen])
+            raise
 
     def _with_alternates(
         self,
-        chosen: list[tuple[HostState, dict[str, Any]]],
-        sorted_lists: list[list[HostState]],
         req: _Request,
+        chosen: list[tuple[HostState, dict[str, Any] | None]],
+        hosts: list[HostState],
+        index: int,
         return_alternates: bool,
+        claimed: bool,
     ) -> list[list[Selection]]:
-        max_alternates = self.conf.scheduler.max_attempts - 1 if return_alternates else 0
+        """nova's ``_get_alternate_hosts``: per instance its Selection, then up to
+        ``max_attempts - 1`` other hosts of the same cell, taken from the last sorted list
+        (sorted again after the last consumption in a multi-create). With claims, an
+        alternate needs an allocation candidate and carries it, unclaimed."""
+        num_alts = self.conf.scheduler.max_attempts - 1 if return_alternates else 0
+        if index > 0 and num_alts > 0:
+            # the chosen hosts have consumed: filter and weigh again for accurate alternates
+            hosts = self._get_sorted_hosts(req, hosts, index)
         chosen_keys = {(h.host, h.nodename) for h, _ in chosen}
         out: list[list[Selection]] = []
-        for (host, alloc_req), ordered in zip(chosen, sorted_lists, strict=True):
+        for host, alloc_req in chosen:
             selections = [self._selection(host, alloc_req)]
-            if max_alternates > 0:
-                for alt in ordered:
-                    if len(selections) > max_alternates:
-                        break
-                    if alt.cell_uuid != host.cell_uuid or (alt.host, alt.nodename) in chosen_keys:
-                        continue
-                    cands = req.candidates.get(alt.uuid) if alt.uuid else None
-                    if not cands:
-                        continue
+            for alt in hosts:
+                if len(selections) > num_alts:
+                    break
+                if alt.cell_uuid != host.cell_uuid or (alt.host, alt.nodename) in chosen_keys:
+                    continue
+                if not claimed:
+                    selections.append(self._selection(alt, None))
+                    continue
+                cands = req.candidates.get(alt.uuid) if alt.uuid else None
+                if cands:
                     selections.append(self._selection(alt, cands[0]))
             out.append(selections)
-        return out
-
-    def _schedule_without_claims(
-        self,
-        req: _Request,
-        instance_uuids: list[str] | None,
-        *,
-        hosts: list[HostState] | None = None,
-        all_hosts: bool = False,
-    ) -> list[list[Selection]]:
-        """nova's legacy path (RPC < 4.4 without instance uuids, and rebuild): filter, weigh,
-        take the best host, consume; no claim in Placement."""
-        spec = req.spec
-        if all_hosts:
-            t0 = time.perf_counter()
-            hosts = self.host_manager.get_host_states_by_uuids(
-                None, spec, request_id=req.request_id
-            )
-            req.timings["host_states"] = time.perf_counter() - t0
-        assert hosts is not None
-        num = len(instance_uuids) if instance_uuids else spec.num_instances
-        out: list[list[Selection]] = []
-        for index in range(num):
-            if instance_uuids:
-                spec.instance_uuid = instance_uuids[index]
-            ordered = hosts = self._get_sorted_hosts(req, hosts, index)
-            if not ordered:
-                raise NoValidHost(self._not_enough_reason(req, index, num))
-            host = ordered[0]
-            self._consume(spec, host, spec.instance_uuid)
-            cands = req.candidates.get(host.uuid) if host.uuid else None
-            out.append([self._selection(host, cands[0] if cands else None)])
         return out
 
     # -- helpers ----------------------------------------------------------------------------
@@ -425,7 +480,7 @@ class FilterScheduler:
                 self.placement.delete_allocation_for_instance(
                     instance_uuid, request_id=req.request_id
                 )
-            except PlacementError as exc:
+            except Exception as exc:  # best effort: the original error must reach the caller
                 LOG.error(
                     "Could not delete the allocation of instance %s while rolling back: %s",
                     instance_uuid,
@@ -434,20 +489,38 @@ class FilterScheduler:
         if req.claimed:
             LOG.info("Rolled back the claims of %d instance(s)", len(req.claimed))
         req.claimed.clear()
-        for host in hosts:
-            # our consumption is void: take the cell database's numbers at the next refresh
-            host.updated = None
+        # our consumption is void: take the cell database's numbers again (nova clears
+        # ``updated`` and rebuilds its HostStates on the next request; ours are cached)
+        hosts = list(hosts)
+        forget = getattr(self.host_manager, "forget_consumption", None)
+        if forget is not None:
+            try:
+                forget(hosts)
+            except Exception:
+                LOG.exception("Could not reset the consumption of %d host(s)", len(hosts))
+        else:
+            for host in hosts:
+                host.updated = None
 
     def _not_enough_reason(self, req: _Request, got: int, wanted: int) -> str:
+        """Why fewer hosts than instances were found: the filter counts of the instance that
+        found none (and what the narrowing took out), or the claims Placement refused."""
         parts = []
         if wanted > 1:
             parts.append(f"Found hosts for {got} of {wanted} instances.")
         report = req.last_report
         if report is not None and not report.hosts:
             # the first instance's report counts every host; later ones count the survivors
-            parts.append(report.summary(req.total_hosts if got == 0 else None))
-        elif req.placement_errors:
-            parts.append(f"Claims failed in Placement: {req.placement_errors[-1]}")
+            text = report.summary(req.total_hosts if got == 0 else None)
+            if req.narrowed:
+                more = ", ".join(f"{count} {why}" for count, why in req.narrowed)
+                text += (", " if ": " in text else ": ") + more
+            parts.append(text)
+        elif req.claim_failures:
+            text = f"Placement refused {req.claim_failures} claim(s)"
+            if req.placement_errors:
+                text += f"; last Placement error: {req.placement_errors[-1]}"
+            parts.append(text + ".")
         else:
             parts.append("There are not enough hosts available.")
         return " ".join(parts)

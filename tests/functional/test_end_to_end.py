@@ -2,9 +2,9 @@
 
 A conductor-side client calls select_destinations over the real RabbitMQ broker; the scheduler
 service (real driver, default filters and weighers) asks the real Placement service for
-candidates, reads HostStates from a MariaDB API database and two cells (MariaDB and
-PostgreSQL), claims in Placement and replies with nova Selection objects. Every expectation is
-derived from the fleet that the test loads, never hard-coded.
+candidates, reads HostStates from a MariaDB API database and three cells (MariaDB,
+PostgreSQL, SQLite), claims in Placement and replies with nova Selection objects. Every
+expectation is derived from the fleet that the test loads, never hard-coded.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import uuid as uuidlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,102 +19,21 @@ import pytest
 import sqlalchemy as sa
 
 import db
-from placement_client import PlacementClient
-from scheduler import fleet as fleet_mod
-from scheduler import rpc
 from scheduler.conf import CONF
 from scheduler.context import RequestContext
-from scheduler.embedded_placement import EmbeddedPlacement
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, ImageMeta, InstanceGroup, RequestSpec
-from scheduler.rpcapi import SchedulerAPI
-from scheduler.service import SchedulerService
-from tests.functional.fixtures_db import make_database
-from tests.functional.fixtures_rabbit import delete_queues, ensure_rabbit
-
-PROJECT = "6f70656e-7374-6163-6b00-70726f6a6563"
-USER = "75736572-0000-4000-8000-000000000001"
-
-
-@dataclass
-class Cloud:
-    fleet: fleet_mod.Fleet
-    api_url: str
-    cell_urls: dict[str, str]  # cell uuid -> url
-    placement: PlacementClient
-    client: SchedulerAPI
-    service: SchedulerService
-
-    def host_az(self, host: str) -> str | None:
-        for agg in self.fleet.aggregates:
-            if host in agg.hosts and "availability_zone" in agg.metadata:
-                return agg.metadata["availability_zone"]
-        return None
-
-    def host_cell(self, host: str) -> str:
-        return self.fleet.host_cells[host]
-
-    @property
-    def unusable(self) -> set[str]:
-        return self.fleet.disabled_hosts | self.fleet.down_hosts
-
-
-def _config(cloud_api_url: str, placement_url: str) -> None:
-    CONF.set_override("connection", cloud_api_url, group="api_database")
-    CONF.set_override("auth_type", "noauth2", group="placement")
-    CONF.set_override("endpoint_override", placement_url, group="placement")
-    CONF.set_override("claim_retry_backoff", 0.01, group="placement")
-    CONF.set_override("host", f"e2e-{uuidlib.uuid4().hex[:8]}")
-    CONF.set_override("aggregate_cache_ttl", 0, group="scheduler")
+from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
 
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory) -> Iterator[Cloud]:
-    url = ensure_rabbit()
-    topic = f"scheduler-e2e-{uuidlib.uuid4().hex[:10]}"
     with contextlib.ExitStack() as stack:
-        api_url = stack.enter_context(make_database("mariadb", "novasched_e2e_api"))
-        cell_urls_list = [
-            stack.enter_context(make_database("mariadb", "novasched_e2e_cell1")),
-            stack.enter_context(make_database("postgresql", "novasched_e2e_cell2")),
-        ]
-        api = db.get_engine(api_url)
-        db.create_schema(api, "api")
-        cell_urls: dict[str, str] = {}
-        for i, cell_url in enumerate(cell_urls_list, start=1):
-            mapping = db.create_cell_mapping(api, name=f"cell{i}", database_connection=cell_url)
-            db.create_schema(cell_url, "cell")
-            cell_urls[mapping["uuid"]] = cell_url
-        pdir = Path(tmp_path_factory.mktemp("e2e-placement"))
-        placement_svc = EmbeddedPlacement(f"sqlite:///{pdir / 'placement.sqlite'}", mode="process")
-        placement_url = placement_svc.start()
-        stack.callback(placement_svc.stop)
-        placement = PlacementClient(placement_url, retry_backoff=0.01)
-        fleet = fleet_mod.build_fleet(
-            fleet_mod.FleetSpec(
-                hosts=24,
-                cells=list(cell_urls),
-                seed=11,
-                disabled_fraction=0.125,
-                down_fraction=0.125,
-                max_instances_per_host=1,
-            )
+        yield build_cloud(
+            stack,
+            Path(tmp_path_factory.mktemp("e2e")),
+            topic=f"scheduler-e2e-{uuidlib.uuid4().hex[:10]}",
         )
-        engines = {u: db.get_engine(c) for u, c in cell_urls.items()}
-        fleet_mod.load_fleet(fleet, api, engines, placement)
-        for engine in engines.values():
-            db.touch_services(engine)
-
-        _config(api_url, placement_url)
-        transport = rpc.get_transport(CONF, url=url)
-        stack.callback(transport.cleanup)
-        service = SchedulerService(CONF, transport=transport, topic=topic)
-        service.start()
-        stack.callback(service.stop)
-        stack.callback(delete_queues, url, [topic, f"{topic}.{service.host}"])
-        client = SchedulerAPI(transport, topic=topic)
-        yield Cloud(fleet, api_url, cell_urls, placement, client, service)
-        db.dispose_engines()
 
 
 def _ctx() -> RequestContext:
@@ -242,7 +160,7 @@ def test_partial_multi_create_is_rolled_back(cloud):
 
 def test_a_cell_that_fails_is_skipped_and_the_others_serve(cloud):
     api = db.get_engine(cloud.api_url)
-    bad_cell, good_cell = list(cloud.cell_urls)
+    bad_cell = next(iter(cloud.cell_urls))
     t = sa.table("cell_mappings", sa.column("uuid"), sa.column("database_connection"))
     dead = "mysql+pymysql://root@127.0.0.1:1/nowhere"
     with api.begin() as conn:
@@ -251,7 +169,7 @@ def test_a_cell_that_fails_is_skipped_and_the_others_serve(cloud):
     try:
         for _ in range(2):
             _, result = _select(cloud, _spec(SMALL))
-            assert result[0][0].cell_uuid == good_cell
+            assert result[0][0].cell_uuid != bad_cell
     finally:
         with api.begin() as conn:
             conn.execute(
@@ -260,3 +178,41 @@ def test_a_cell_that_fails_is_skipped_and_the_others_serve(cloud):
                 .values(database_connection=cloud.cell_urls[bad_cell])
             )
         cloud.service.reset()
+
+
+def _free_memory(cloud: Cloud, rp_uuid: str) -> int:
+    inv = cloud.placement.get_inventories(rp_uuid)["MEMORY_MB"]
+    capacity = int((inv["total"] - inv["reserved"]) * inv["allocation_ratio"])
+    return capacity - cloud.placement.get_usages(rp_uuid).get("MEMORY_MB", 0)
+
+
+def test_multi_create_of_five_rolls_back_every_claim_when_the_fifth_cannot_fit(cloud):
+    host = next(h for h in cloud.fleet.hosts if h not in cloud.unusable)
+    rp = next(p["uuid"] for p in cloud.fleet.providers if p["name"] == host)
+    free = _free_memory(cloud, rp)
+    # four instances fit on the forced host, the fifth does not
+    flavor = Flavor(name="quarter", flavorid="q", vcpus=1, memory_mb=free // 4, root_gb=1)
+    spec = _spec(flavor, 5, force_hosts=[host])
+    uuids = [str(uuidlib.uuid4()) for _ in range(5)]
+    with pytest.raises(NoValidHost) as info:
+        cloud.client.select_destinations(_ctx(), spec, uuids, True, True)
+    assert "Found hosts for 4 of 5 instances" in str(info.value)
+    for instance in uuids:
+        assert _allocations(cloud, instance) == {}
+    assert _free_memory(cloud, rp) == free
+    # and the same host takes four of them once the fifth is not asked for
+    uuids, result = _select(cloud, _spec(flavor, 4, force_hosts=[host]), 4)
+    assert {sels[0].service_host for sels in result} == {host}
+    assert _free_memory(cloud, rp) == free - 4 * (free // 4)
+    for instance in uuids:
+        cloud.placement.delete_allocation_for_instance(instance)
+
+
+def test_disabled_and_down_hosts_are_never_chosen(cloud):
+    chosen: set[str] = set()
+    for _ in range(4):
+        _, result = _select(cloud, _spec(SMALL, 5), 5)
+        chosen |= {sels[0].service_host for sels in result}
+        for sels in result:
+            assert not {s.service_host for s in sels} & cloud.unusable
+    assert chosen and not chosen & cloud.unusable

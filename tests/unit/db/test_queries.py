@@ -294,7 +294,9 @@ def test_compute_services_only_live_nova_compute_with_disabled(cell):
     assert rows["h2"]["disabled"] is True and rows["h2"]["disabled_reason"] == "maint"
     assert rows["h1"]["forced_down"] is False
     since = NOW - datetime.timedelta(minutes=5)
-    assert [r["host"] for r in db.get_compute_services(cell, updated_since=since)] == ["h1"]
+    # changes include soft-deleted services, flagged, so a cache can drop them
+    changed = {r["host"]: r["deleted"] for r in db.get_compute_services(cell, updated_since=since)}
+    assert changed == {"h1": False, "h3": True}
     assert db.get_minimum_service_version(cell) == 74
     assert db.get_minimum_service_version(cell, "nova-scheduler") is None
 

@@ -279,8 +279,8 @@ def test_no_end_notification_when_no_valid_host(ctxt, spec_prim):
     assert [event for event, _ in notifier.sent] == ["scheduler.select_destinations.start"]
 
 
-def test_cache_update_casts_are_accepted_no_ops(ctxt):
-    manager = SchedulerManager(FakeDriver())
+def test_cache_update_casts_are_accepted(ctxt):
+    manager = SchedulerManager(FakeDriver())  # a driver without the aggregate methods
     assert manager.update_aggregates(ctxt, aggregates={"nova_object.name": "x"}) is None
     assert manager.delete_aggregate(ctxt, aggregate={}) is None
     assert manager.update_instance_info(ctxt, "h1", {}) is None
@@ -298,3 +298,54 @@ def test_baseapi_ping_reply_shape(ctxt):
     api = BaseAPI()
     assert api.ping(ctxt, "hello") == {"service": "scheduler", "arg": "hello"}
     assert api.get_backdoor_port(ctxt) is None
+
+
+class AggregateDriver(FakeDriver):
+    def __init__(self):
+        super().__init__()
+        self.updated: list = []
+        self.deleted: list = []
+
+    def update_aggregates(self, aggregates):
+        self.updated.extend(aggregates)
+
+    def delete_aggregate(self, aggregate):
+        self.deleted.append(aggregate)
+
+
+def _aggregate_primitive(agg_id: int, name: str, hosts: list[str], metadata: dict) -> dict:
+    return {
+        "nova_object.name": "Aggregate",
+        "nova_object.namespace": "nova",
+        "nova_object.version": "1.3",
+        "nova_object.data": {
+            "id": agg_id,
+            "uuid": f"00000000-0000-0000-0000-{agg_id:012d}",
+            "name": name,
+            "hosts": hosts,
+            "metadata": metadata,
+        },
+    }
+
+
+def test_aggregate_casts_reach_the_driver(ctxt):
+    driver = AggregateDriver()
+    manager = SchedulerManager(driver)
+    agg = _aggregate_primitive(7, "fast", ["h1", "h2"], {"availability_zone": "az9"})
+    manager.update_aggregates(
+        ctxt,
+        aggregates={
+            "nova_object.name": "AggregateList",
+            "nova_object.namespace": "nova",
+            "nova_object.version": "1.3",
+            "nova_object.data": {"objects": [agg]},
+        },
+    )
+    assert [(a.id, a.hosts, a.metadata) for a in driver.updated] == [
+        (7, {"h1", "h2"}, {"availability_zone": "az9"})
+    ]
+    manager.delete_aggregate(ctxt, aggregate=agg)
+    assert [a.name for a in driver.deleted] == ["fast"]
+    # a malformed cast is logged and dropped; the manager keeps serving
+    manager.update_aggregates(ctxt, aggregates={"nova_object.name": "Nonsense"})
+    assert len(driver.updated) == 1

@@ -1,0 +1,123 @@
+"""A small real cloud for functional tests: API and cell databases, a fleet loaded into them
+and into the real Placement service, and a running scheduler service on the real RabbitMQ.
+
+`build_cloud` enters everything into an ExitStack, so the caller's `with` tears it all down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid as uuidlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from oslo_messaging import transport as om_transport
+
+import db
+from placement_client import PlacementClient
+from scheduler import fleet as fleet_mod
+from scheduler import rpc
+from scheduler.conf import CONF
+from scheduler.embedded_placement import EmbeddedPlacement
+from scheduler.rpcapi import SchedulerAPI
+from scheduler.service import SchedulerService
+from tests.functional.fixtures_db import make_database
+from tests.functional.fixtures_rabbit import RABBIT_URL, delete_queues, ensure_rabbit
+
+PROJECT = "6f70656e-7374-6163-6b00-70726f6a6563"
+USER = "75736572-0000-4000-8000-000000000001"
+
+
+@dataclass
+class Cloud:
+    fleet: fleet_mod.Fleet
+    api_url: str
+    cell_urls: dict[str, str]  # cell uuid -> url
+    placement: PlacementClient
+    client: SchedulerAPI
+    service: SchedulerService
+    transport_url: str
+    exchange: str
+
+    def host_az(self, host: str) -> str | None:
+        for agg in self.fleet.aggregates:
+            if host in agg.hosts and "availability_zone" in agg.metadata:
+                return agg.metadata["availability_zone"]
+        return None
+
+    def host_cell(self, host: str) -> str:
+        return self.fleet.host_cells[host]
+
+    @property
+    def unusable(self) -> set[str]:
+        return self.fleet.disabled_hosts | self.fleet.down_hosts
+
+
+def _database(stack: contextlib.ExitStack, kind: str, name: str, tmp: Path) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp / (name + '.sqlite')}"
+    return stack.enter_context(make_database(kind, f"novasched_{name}"))
+
+
+def build_cloud(
+    stack: contextlib.ExitStack,
+    tmp: Path,
+    *,
+    api_kind: str = "mariadb",
+    cell_kinds: tuple[str, ...] = ("mariadb", "postgresql", "sqlite"),
+    hosts: int = 30,
+    seed: int = 11,
+    topic: str | None = None,
+    exchange: str | None = None,
+) -> Cloud:
+    """Build and start a cloud; ``topic``/``exchange`` isolate it from other tests (nova's
+    own client always uses topic ``scheduler``, so a nova-side test isolates by exchange)."""
+    url = ensure_rabbit()
+    api_url = _database(stack, api_kind, "e2e_api", tmp)
+    api = db.get_engine(api_url)
+    db.create_schema(api, "api")
+    cell_urls: dict[str, str] = {}
+    for i, kind in enumerate(cell_kinds, start=1):
+        cell_url = _database(stack, kind, f"e2e_cell{i}", tmp)
+        mapping = db.create_cell_mapping(api, name=f"cell{i}", database_connection=cell_url)
+        db.create_schema(cell_url, "cell")
+        cell_urls[mapping["uuid"]] = cell_url
+    placement_svc = EmbeddedPlacement(f"sqlite:///{tmp / 'placement.sqlite'}", mode="process")
+    placement_url = placement_svc.start()
+    stack.callback(placement_svc.stop)
+    placement = PlacementClient(placement_url, retry_backoff=0.01)
+    fleet = fleet_mod.build_fleet(
+        fleet_mod.FleetSpec(
+            hosts=hosts,
+            cells=list(cell_urls),
+            seed=seed,
+            disabled_fraction=0.125,
+            down_fraction=0.125,
+            max_instances_per_host=1,
+        )
+    )
+    engines = {u: db.get_engine(c) for u, c in cell_urls.items()}
+    fleet_mod.load_fleet(fleet, api, engines, placement)
+    for engine in engines.values():
+        db.touch_services(engine)
+    stack.callback(db.dispose_engines)
+
+    CONF.set_override("connection", api_url, group="api_database")
+    CONF.set_override("auth_type", "noauth2", group="placement")
+    CONF.set_override("endpoint_override", placement_url, group="placement")
+    CONF.set_override("claim_retry_backoff", 0.01, group="placement")
+    CONF.set_override("host", f"e2e-{uuidlib.uuid4().hex[:8]}")
+    CONF.set_override("aggregate_cache_ttl", 0, group="scheduler")
+    CONF.set_override("long_rpc_timeout", 60)
+    exchange = exchange or "nova"
+    CONF.register_opts(om_transport._transport_opts)
+    CONF.set_override("control_exchange", exchange)
+    transport = rpc.get_transport(CONF, url=url)
+    stack.callback(transport.cleanup)
+    topic = topic or rpc.RPC_TOPIC
+    service = SchedulerService(CONF, transport=transport, topic=topic)
+    service.start()
+    stack.callback(service.stop)
+    stack.callback(delete_queues, url, [topic, f"{topic}.{service.host}"])
+    client = SchedulerAPI(transport, topic=topic)
+    return Cloud(fleet, api_url, cell_urls, placement, client, service, RABBIT_URL, exchange)

@@ -1,0 +1,67 @@
+"""nova 34's published code in a venv of its own, only to prove wire compatibility.
+
+nova is never a dependency of novasched: it is installed beside the project in `.venv-nova`
+(created on first use, about two minutes) and run in subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOVA_VENV = ROOT / ".venv-nova"
+NOVA_VERSION = "34.0.0"
+SCRIPT = Path(__file__).with_name("nova_side") / "conductor_call.py"
+
+
+def _nova_python() -> Path:
+    return NOVA_VENV / "bin" / "python"
+
+
+def _has_nova(python: Path) -> bool:
+    if not python.exists():
+        return False
+    probe = subprocess.run(
+        [str(python), "-c", "import nova.version as v; print(v.version_string())"],
+        capture_output=True,
+        text=True,
+    )
+    return probe.returncode == 0 and probe.stdout.strip().startswith(NOVA_VERSION)
+
+
+def ensure_nova_venv() -> Path:
+    python = _nova_python()
+    if _has_nova(python):
+        return python
+    base = os.environ.get("PYTHON", "python3")
+    for cmd in (
+        [base, "-m", "venv", str(NOVA_VENV)],
+        [str(python), "-m", "pip", "install", "-q", f"nova=={NOVA_VERSION}"],
+    ):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            pytest.fail(
+                f"could not set up nova {NOVA_VERSION} for the wire test: {' '.join(cmd)}\n"
+                f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+            )
+    if not _has_nova(python):
+        pytest.fail(f"nova {NOVA_VERSION} is not importable in {NOVA_VENV}")
+    return python
+
+
+def nova_conductor_call(python: Path, **args: object) -> dict:
+    """Run nova's conductor-side select_destinations with ``args``; return what nova saw."""
+    done = subprocess.run(
+        [str(python), "-W", "ignore", str(SCRIPT), json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"nova's client failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,0 +1,132 @@
+"""Runs under nova 34's own venv (not ours): nova's conductor-side code calls novasched.
+
+Usage: python conductor_call.py '<json args>'; prints one JSON line with what nova saw.
+It uses only nova's published client code: nova.scheduler.rpcapi.SchedulerAPI, nova objects,
+nova's RPC set-up and nova.exception, as a conductor does.
+"""
+
+import json
+import sys
+import uuid
+
+
+def main() -> int:
+    args = json.loads(sys.argv[1])
+    import nova.conf
+    from nova import context, exception, objects, rpc
+    from nova.scheduler import rpcapi
+
+    conf = nova.conf.CONF
+    conf([], project="nova", default_config_files=[])
+    # oslo.messaging registers these options when it makes a transport; set them first
+    from oslo_messaging import transport as om_transport
+
+    conf.register_opts(om_transport._transport_opts)
+    conf.set_override("transport_url", args["transport_url"])
+    conf.set_override("long_rpc_timeout", 60)
+    conf.set_override("control_exchange", args["exchange"])  # a test-only exchange
+    rpc.init(conf)
+    objects.register_all()
+
+    ctx = context.RequestContext(
+        user_id=args["user_id"], project_id=args["project_id"], request_id=args["request_id"]
+    )
+    flavor = objects.Flavor(
+        id=1,
+        flavorid="42",
+        name=args["flavor"]["name"],
+        vcpus=args["flavor"]["vcpus"],
+        memory_mb=args["flavor"]["memory_mb"],
+        root_gb=args["flavor"]["root_gb"],
+        ephemeral_gb=0,
+        swap=0,
+        rxtx_factor=1.0,
+        vcpu_weight=0,
+        disabled=False,
+        is_public=True,
+        extra_specs={},
+        description=None,
+    )
+    instance_uuids = [str(uuid.uuid4()) for _ in range(args["count"])]
+    group = None
+    if args.get("anti_affinity"):
+        group = objects.InstanceGroup(
+            uuid=str(uuid.uuid4()),
+            name="g",
+            policy="anti-affinity",
+            rules={},
+            members=list(instance_uuids),
+            hosts=[],
+            user_id=args["user_id"],
+            project_id=args["project_id"],
+        )
+    image = {
+        "id": str(uuid.uuid4()),
+        "name": "cirros",
+        "status": "active",
+        "disk_format": "qcow2",
+        "container_format": "bare",
+        "min_disk": 0,
+        "min_ram": 0,
+        "size": 21430272,
+        "properties": args.get("image_properties", {}),
+    }
+    spec = objects.RequestSpec.from_components(
+        ctx,
+        instance_uuids[0],
+        image,
+        flavor,
+        None,
+        objects.InstancePCIRequests(requests=[]),
+        {"scheduler_hints": {"group": [group.uuid]} if group else {}},
+        group,
+        args.get("availability_zone"),
+        security_groups=objects.SecurityGroupList(objects=[]),
+        project_id=args["project_id"],
+        user_id=args["user_id"],
+    )
+    spec.num_instances = args["count"]
+    api = rpcapi.SchedulerAPI()
+    out = {"instance_uuids": instance_uuids}
+    try:
+        result = api.select_destinations(
+            ctx,
+            spec,
+            instance_uuids,
+            return_objects=args.get("return_objects", True),
+            return_alternates=args.get("return_alternates", True),
+        )
+    except exception.NoValidHost as exc:
+        # what the conductor catches: nova's own exception class, rebuilt from the reply
+        out["no_valid_host"] = {
+            "class": f"{type(exc).__module__}.{type(exc).__name__}",
+            "is_nova_no_valid_host": isinstance(exc, exception.NoValidHost),
+            "message": str(exc),
+        }
+    else:
+        if args.get("return_objects", True):
+            out["selections"] = [
+                [
+                    {
+                        "type": type(sel).__name__,
+                        "service_host": sel.service_host,
+                        "nodename": sel.nodename,
+                        "compute_node_uuid": sel.compute_node_uuid,
+                        "cell_uuid": sel.cell_uuid,
+                        "availability_zone": sel.availability_zone,
+                        "allocation_request": json.loads(sel.allocation_request),
+                        "allocation_request_version": sel.allocation_request_version,
+                        "limits_vcpu": sel.limits.vcpu,
+                    }
+                    for sel in selections
+                ]
+                for selections in result
+            ]
+        else:
+            out["legacy"] = result
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
