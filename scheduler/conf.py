@@ -269,6 +269,105 @@ filter_scheduler_opts = [
         "num_instances_weight_multiplier",
         default=0.0,
         help="NumInstancesWeigher multiplier; positive prefers hosts with more instances.",
+    ),    cfg.FloatOpt(
+        "hypervisor_version_weight_multiplier",
+        default=1.0,
+        help="HypervisorVersionWeigher multiplier; positive prefers newer hypervisors.",
+    ),
+    cfg.FloatOpt(
+        "build_failure_weight_multiplier",
+        default=1000000.0,
+        help="BuildFailureWeigher multiplier (applied negated): hosts with recent build "
+        "failures sink.",
+    ),
+    cfg.FloatOpt(
+        "cross_cell_move_weight_multiplier",
+        default=1000000.0,
+        help="CrossCellWeigher multiplier: prefer the source cell for moves.",
+    ),
+    cfg.FloatOpt(
+        "pci_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="PCIWeigher multiplier: keep hosts with PCI devices for requests that need them.",
+    ),
+    cfg.FloatOpt(
+        "soft_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="ServerGroupSoftAffinityWeigher multiplier.",
+    ),
+    cfg.FloatOpt(
+        "soft_anti_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="ServerGroupSoftAntiAffinityWeigher multiplier.",
+    ),
+    cfg.FloatOpt(
+        "image_props_weight_multiplier",
+        default=0.0,
+        help="ImagePropertiesWeigher multiplier; 0 turns it off.",
+    ),
+    cfg.ListOpt(
+        "image_props_weight_setting",
+        default=[],
+        help="ImagePropertiesWeigher: 'property=ratio' pairs weighing each image property.",
+    ),
+    cfg.ListOpt(
+        "isolated_images",
+        default=[],
+        help="IsolatedHostsFilter: image uuids that may only run on isolated_hosts.",
+    ),
+    cfg.ListOpt(
+        "isolated_hosts",
+        default=[],
+        help="IsolatedHostsFilter: hosts reserved for isolated_images.",
+    ),
+    cfg.BoolOpt(
+        "restrict_isolated_hosts_to_isolated_images",
+        default=True,
+        help="IsolatedHostsFilter: isolated hosts take only isolated images.",
+    ),
+    cfg.StrOpt(
+        "aggregate_image_properties_isolation_namespace",
+        deprecated_for_removal=True,
+        help="AggregateImagePropertiesIsolation: only aggregate metadata keys in this "
+        "namespace are checked.",
+    ),
+    cfg.StrOpt(
+        "aggregate_image_properties_isolation_separator",
+        default=".",
+        deprecated_for_removal=True,
+        help="AggregateImagePropertiesIsolation: separator between namespace and key.",
+    ),
+    cfg.BoolOpt(
+        "pci_in_placement",
+        default=False,
+        help="PCI devices are tracked in Placement (PCI request groups in the query).",
+    ),
+]
+
+metrics_opts = [
+    cfg.FloatOpt(
+        "weight_multiplier",
+        default=1.0,
+        help="MetricsWeigher multiplier (aggregate key: metrics_weight_multiplier).",
+    ),
+    cfg.ListOpt(
+        "weight_setting",
+        default=[],
+        help="MetricsWeigher and MetricsFilter: 'metric=ratio' pairs.",
+    ),
+    cfg.BoolOpt(
+        "required",
+        default=True,
+        help="MetricsWeigher: a host missing a metric is an error (True) or weighs "
+        "weight_of_unavailable (False).",
+    ),
+    cfg.FloatOpt(
+        "weight_of_unavailable",
+        default=-10000.0,
+        help="MetricsWeigher: the weight of a host missing a metric when required is False.",
     ),
 ]
 
@@ -342,6 +441,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(default_opts)
     conf.register_opts(scheduler_opts, group="scheduler")
     conf.register_opts(filter_scheduler_opts, group="filter_scheduler")
+    conf.register_opts(metrics_opts, group="metrics")
     conf.register_opts(workarounds_opts, group="workarounds")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     conf.register_opts(api_database_opts, group="api_database")
@@ -364,6 +464,7 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("DEFAULT", default_opts),
         ("scheduler", scheduler_opts),
         ("filter_scheduler", filter_scheduler_opts),
+        ("metrics", metrics_opts),
         ("workarounds", workarounds_opts),
         ("upgrade_levels", upgrade_levels_opts),
         ("api_database", api_database_opts),

@@ -105,3 +105,34 @@ def process_reqspec(spec: RequestSpec, aggregates: AggregateView, conf=CONF) -> 
                     "Request filter %r took %.1f ms", name, (time.perf_counter() - start) * 1000
                 )
     return applied
+
+
+# Toggles nova has that novasched accepts but does not act on (yet, or ever: the routed
+# networks prefilter needs Neutron, which the scheduler does not call).
+_NOT_IMPLEMENTED_TOGGLES = {
+    "query_placement_for_image_type_support": "require_image_type_support",
+    "enable_isolated_aggregate_filtering": "isolate_aggregates",
+    "image_metadata_prefilter": "transform_image_metadata",
+    "query_placement_for_routed_network_aggregates": "routed_networks_filter (needs Neutron)",
+}
+
+
+def warn_unimplemented_toggles(conf=CONF) -> list[str]:
+    """Log one warning per enabled toggle of a prefilter novasched does not run."""
+    names = []
+    for option, prefilter in _NOT_IMPLEMENTED_TOGGLES.items():
+        if getattr(conf.scheduler, option):
+            names.append(option)
+            LOG.warning(
+                "[scheduler] %s is set but the %s prefilter is not available in novasched; "
+                "requests are scheduled without it",
+                option,
+                prefilter,
+            )
+    if conf.scheduler.discover_hosts_in_cells_interval != -1:
+        names.append("discover_hosts_in_cells_interval")
+        LOG.warning(
+            "[scheduler] discover_hosts_in_cells_interval is ignored: novasched reads host "
+            "mappings but does not create them; run 'nova-manage cell_v2 discover_hosts'"
+        )
+    return names

@@ -82,6 +82,7 @@ class FilterScheduler:
             host_manager = HostManager(conf)
         self.placement = placement
         self.host_manager = host_manager
+        request_filter.warn_unimplemented_toggles(conf)
         LOG.info(
             "Filter scheduler ready: filters %s; weighers %s",
             ", ".join(f.name for f in self.filter_handler.filters),

@@ -189,3 +189,19 @@ def test_process_reqspec_failure_stops_before_later_prefilters():
     with pytest.raises(RequestFilterFailed):
         request_filter.process_reqspec(spec, FakeAggregates([]), CONF)
     assert spec.request_level_params.root_forbidden == set()
+
+
+def test_toggles_of_prefilters_we_do_not_run_are_warned_about(caplog):
+    from scheduler.conf import CONF
+    from scheduler.request_filter import warn_unimplemented_toggles
+
+    assert warn_unimplemented_toggles(CONF) == []
+    CONF.set_override("query_placement_for_routed_network_aggregates", True, group="scheduler")
+    CONF.set_override("discover_hosts_in_cells_interval", 300, group="scheduler")
+    with caplog.at_level("WARNING", logger="scheduler.request_filter"):
+        names = warn_unimplemented_toggles(CONF)
+    assert names == [
+        "query_placement_for_routed_network_aggregates",
+        "discover_hosts_in_cells_interval",
+    ]
+    assert "needs Neutron" in caplog.text
