@@ -47,7 +47,6 @@ class _Request:
     request_id: str | None
     project_id: str | None
     user_id: str | None
-    candidates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     query_text: str = ""
     claimed: list[str] = field(default_factory=list)  # instance uuids with a claim
     last_report: FilterReport | None = None
@@ -196,7 +195,7 @@ class FilterScheduler:
         for areq in candidates.allocation_requests:
             for rp_uuid in areq["allocations"]:
                 by_rp.setdefault(rp_uuid, []).append(areq)
-        req.candidates = by_rp
+        req.spec.allocation_candidates = by_rp
         t0 = time.perf_counter()
         hosts = self.host_manager.get_host_states_by_uuids(
             list(candidates.provider_summaries), spec, request_id=req.request_id
@@ -291,7 +290,7 @@ class FilterScheduler:
     def _claim(self, req: _Request, host: HostState, instance_uuid: str) -> dict[str, Any] | None:
         """Claim the host's first allocation request for the instance; None when the host
         has no candidate or Placement refused (the caller tries the next host)."""
-        cands = req.candidates.get(host.uuid) if host.uuid else None
+        cands = req.spec.candidates_for(host)
         if not cands:
             LOG.debug("Host %s has no allocation candidate left; skipping it", host.host)
             return None
@@ -426,18 +425,18 @@ class FilterScheduler:
         chosen_keys = {(h.host, h.nodename) for h, _ in chosen}
         out: list[list[Selection]] = []
         for host, alloc_req in chosen:
-            selections = [self._selection(host, alloc_req)]
+            selections = [self._selection(req.spec, host, alloc_req)]
             for alt in hosts:
                 if len(selections) > num_alts:
                     break
                 if alt.cell_uuid != host.cell_uuid or (alt.host, alt.nodename) in chosen_keys:
                     continue
                 if not claimed:
-                    selections.append(self._selection(alt, None))
+                    selections.append(self._selection(req.spec, alt, None))
                     continue
-                cands = req.candidates.get(alt.uuid) if alt.uuid else None
+                cands = req.spec.candidates_for(alt)
                 if cands:
-                    selections.append(self._selection(alt, cands[0]))
+                    selections.append(self._selection(req.spec, alt, cands[0]))
             out.append(selections)
         return out
 
@@ -457,8 +456,11 @@ class FilterScheduler:
             if group.requester_id in mappings:
                 group.provider_uuids = list(mappings[group.requester_id])
 
-    def _selection(self, host: HostState, alloc_req: dict[str, Any] | None) -> Selection:
-        limits = host.limits or {}
+    def _selection(
+        self, spec: RequestSpec, host: HostState, alloc_req: dict[str, Any] | None
+    ) -> Selection:
+        # limits set by this request's filters (spec.host_limits) over any on the HostState
+        limits = {**(host.limits or {}), **spec.host_limits.get((host.host, host.nodename), {})}
         return Selection(
             compute_node_uuid=host.uuid or "",
             service_host=host.host,
