@@ -269,7 +269,8 @@ filter_scheduler_opts = [
         "num_instances_weight_multiplier",
         default=0.0,
         help="NumInstancesWeigher multiplier; positive prefers hosts with more instances.",
-    ),    cfg.FloatOpt(
+    ),
+    cfg.FloatOpt(
         "hypervisor_version_weight_multiplier",
         default=1.0,
         help="HypervisorVersionWeigher multiplier; positive prefers newer hypervisors.",
