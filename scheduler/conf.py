@@ -137,17 +137,20 @@ scheduler_opts = [
     cfg.BoolOpt(
         "query_placement_for_image_type_support",
         default=False,
-        help="require_image_type_support prefilter (not implemented yet; ignored).",
+        help="require_image_type_support prefilter: ask Placement for hosts supporting the "
+        "image's disk format (COMPUTE_IMAGE_TYPE_*).",
     ),
     cfg.BoolOpt(
         "enable_isolated_aggregate_filtering",
         default=False,
-        help="isolate_aggregates prefilter (not implemented yet; ignored).",
+        help="isolate_aggregates prefilter: keep requests off aggregates whose trait:X=required "
+        "metadata names traits the request does not require.",
     ),
     cfg.BoolOpt(
         "image_metadata_prefilter",
         default=False,
-        help="transform_image_metadata prefilter (not implemented yet; ignored).",
+        help="transform_image_metadata prefilter: image properties (disk/cdrom bus, video, vif, "
+        "architecture, vIOMMU models) become required traits.",
     ),
     cfg.BoolOpt(
         "query_placement_for_routed_network_aggregates",

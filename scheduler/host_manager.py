@@ -398,6 +398,20 @@ class HostManager:
             for hs in cell_hosts:
                 hs.instances = {u: None for u in uuids_by_host.get(hs.host, ())}
 
+    def minimum_compute_version(self) -> int | None:
+        """The lowest nova-compute service version across the enabled cells (None when no
+        service is known), from the cached service rows (owner_nova_filter asks it)."""
+        views = [v for u, v in list(self._views.items()) if u in self.enabled_cells]
+        if not views or not any(v.services for v in views):
+            views = [r.view for r in self._scatter_gather(list(self.enabled_cells.values()))]
+        versions = [
+            row["version"]
+            for view in views
+            for row in list(view.services.values())
+            if row.get("version") is not None
+        ]
+        return min(versions) if versions else None
+
     def forget_consumption(self, host_states: Iterable[HostState]) -> None:
         """Drop this scheduler's consumption from these HostStates (after a rollback): re-read
         their compute nodes and apply the rows, as nova does by clearing ``updated``."""

@@ -20,31 +20,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from filters.aggregate_utils import aggregate_override
 from scheduler.conf import CONF
 
 LOG = logging.getLogger(__name__)
 
 
 def get_weight_multiplier(host_state: Any, multiplier_name: str, multiplier_config: float) -> float:
-    """The multiplier for a host: the minimum parsable aggregate override, else config."""
-    best: float | None = None
-    for agg in host_state.aggregates:
-        raw = agg.metadata.get(multiplier_name)
-        if raw is None:
-            continue
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            LOG.warning(
-                "Could not decode %s=%r of aggregate %s; using the configured value",
-                multiplier_name,
-                raw,
-                agg.name,
-            )
-            continue
-        if best is None or value < best:
-            best = value
-    return multiplier_config if best is None else best
+    """The multiplier for a host, as nova computes it: the minimum of the host's aggregate
+    metadata values for ``multiplier_name``; the config value when no aggregate sets it, or
+    when any of those values is not a number (logged)."""
+    return aggregate_override(host_state, multiplier_name, multiplier_config, float)
 
 
 class BaseHostWeigher:

@@ -198,10 +198,11 @@ def test_load_filters_in_configured_order_accepting_nova_paths():
 
 def test_load_filters_rejects_unknown_names():
     with pytest.raises(PluginNotFound) as err:
-        load_filters(["ComputeFilter", "RamFilter"])
-    assert err.value.names == ["RamFilter"]
+        load_filters(["ComputeFilter", "RamFiltr"])
+    assert err.value.names == ["RamFiltr"]
     assert "ComputeFilter" in err.value.available
-    assert "RamFilter" in str(err.value)
+    assert "RamFilter" in err.value.available
+    assert "RamFiltr" in str(err.value)
 
 
 def test_all_hosts_filter_passes_everything():

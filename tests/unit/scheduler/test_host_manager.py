@@ -904,3 +904,14 @@ def test_forget_consumption_takes_the_database_numbers_again(env):
     hm.forget_consumption([hs])
     (hs,) = hm.get_host_states_by_uuids([u])
     assert (hs.free_ram_mb, hs.vcpus_used, hs.num_instances) == before
+
+
+def test_minimum_compute_version_comes_from_the_service_rows(env):
+    c1 = env.add_cell("cell1")
+    env.add_host(c1, "h1", service={"version": 74})
+    env.add_host(c1, "h2", service={"version": 72})
+    hm = env.manager()
+    assert hm.minimum_compute_version() == 72  # read on demand before any request
+    env.update_service(c1, "h2", version=74)
+    hm.get_host_states_by_uuids(None)
+    assert hm.minimum_compute_version() == 74

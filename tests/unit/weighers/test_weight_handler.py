@@ -100,7 +100,7 @@ def test_weighers_add_up():
     assert [(w.obj.host, w.weight) for w in result] == [("a", 3.0), ("b", 1.0)]
 
 
-def test_aggregate_override_lowest_parsable_value_wins():
+def test_aggregate_override_lowest_value_wins_and_a_bad_value_means_config():
     high = make_aggregate(1, ram_weight_multiplier="5.0")
     low = make_aggregate(2, ram_weight_multiplier="-1.0")
     bad = make_aggregate(3, ram_weight_multiplier="lots")
@@ -108,13 +108,14 @@ def test_aggregate_override_lowest_parsable_value_wins():
         host("both", 10, [high, low]),
         host("high", 10, [high]),
         host("bad", 10, [bad]),
+        host("low+bad", 10, [low, bad]),  # nova: one unparsable value -> the config value
         host("plain", 0),
     ]
     result = weigh([ValueWeigher()], hosts, explain=True)
     multipliers = {w.obj.host: w.contributions["ValueWeigher"].multiplier for w in result}
-    assert multipliers == {"both": -1.0, "high": 5.0, "bad": 1.0, "plain": 1.0}
+    assert multipliers == {"both": -1.0, "high": 5.0, "bad": 1.0, "low+bad": 1.0, "plain": 1.0}
     weights = {w.obj.host: w.weight for w in result}
-    assert weights == {"both": -1.0, "high": 5.0, "bad": 1.0, "plain": 0.0}
+    assert weights == {"both": -1.0, "high": 5.0, "bad": 1.0, "low+bad": 1.0, "plain": 0.0}
 
 
 def test_aggregate_lookup_is_cached_per_aggregate_set(monkeypatch):
@@ -184,7 +185,24 @@ def test_debug_logging_of_weights(caplog):
 
 
 def test_load_weighers_all_in_fixed_name_order():
-    expected = ["CPUWeigher", "DiskWeigher", "IoOpsWeigher", "NumInstancesWeigher", "RAMWeigher"]
+    # nova's 13 weighers (all_weighers), in our fixed order: by class name
+    expected = sorted(
+        [
+            "BuildFailureWeigher",
+            "CPUWeigher",
+            "CrossCellWeigher",
+            "DiskWeigher",
+            "HypervisorVersionWeigher",
+            "ImagePropertiesWeigher",
+            "IoOpsWeigher",
+            "MetricsWeigher",
+            "NumInstancesWeigher",
+            "PCIWeigher",
+            "RAMWeigher",
+            "ServerGroupSoftAffinityWeigher",
+            "ServerGroupSoftAntiAffinityWeigher",
+        ]
+    )
     for names in (["nova.scheduler.weights.all_weighers"], []):
         assert [type(w).__name__ for w in load_weighers(names)] == expected
 

@@ -1,0 +1,30 @@
+"""AggregateNumInstancesFilter: NumInstancesFilter with a per-aggregate
+``max_instances_per_host``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from filters.aggregate_utils import OverrideCache, aggregate_override
+from filters.num_instances_filter import NumInstancesFilter
+from scheduler.conf import CONF
+
+KEY = "max_instances_per_host"
+
+
+class AggregateNumInstancesFilter(NumInstancesFilter):
+    """Passes hosts that run fewer instances than their aggregates' ``max_instances_per_host``
+    metadata allows (the smallest value when several aggregates set it;
+    ``[filter_scheduler] max_instances_per_host`` when none does or a value is not an integer)."""
+
+    RUN_ON_REBUILD = False
+    run_filter_once_per_request = False
+
+    def _max_instances(self, host_state: Any) -> int:
+        return aggregate_override(
+            host_state, KEY, CONF.filter_scheduler.max_instances_per_host, int
+        )
+
+    def _limit_getter(self) -> Callable[[Any], int]:
+        return OverrideCache(KEY, CONF.filter_scheduler.max_instances_per_host, int).get

@@ -1,0 +1,64 @@
+"""RetryFilter: skip the compute nodes a rescheduled request has already failed on.
+
+A filter of earlier nova releases: nova's conductor passed the tried (host, node) pairs in
+``RequestSpec.retry`` when it rescheduled a failed build. Since alternates replaced
+rescheduling through the scheduler, nova no longer needs it, but operators still list it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from filters import BaseHostFilter, FilterOutcome, Reject
+
+LOG = logging.getLogger(__name__)
+
+ALREADY_TRIED = Reject("already tried by this request")
+
+
+def tried_nodes(spec_obj: Any) -> set[tuple[str, str]]:
+    """The (host, nodename) pairs of ``spec_obj.retry`` (empty without a retry)."""
+    retry = spec_obj.retry
+    if not retry or not retry.hosts:
+        return set()
+    return {(host, node) for host, node in retry.hosts}
+
+
+class RetryFilter(BaseHostFilter):
+    """Passes compute nodes this request has not already been tried on (a reschedule
+    never goes back to a node that failed it)."""
+
+    # the tried list says nothing about where a rebuild may land
+    RUN_ON_REBUILD = False
+    run_filter_once_per_request = False
+
+    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+        return self._check(host_state, tried_nodes(spec_obj))
+
+    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+        # the tried set once for the whole batch
+        tried = tried_nodes(spec_obj)
+        if not tried:
+            return FilterOutcome(passed=list(host_states))
+        outcome = FilterOutcome()
+        for host in host_states:
+            result = self._check(host, tried)
+            if result:
+                outcome.passed.append(host)
+            else:
+                outcome.rejected.append((host, result.reason))
+        return outcome
+
+    @staticmethod
+    def _check(host_state: Any, tried: set[tuple[str, str]]) -> bool | Reject:
+        if (host_state.host, host_state.nodename) in tried:
+            # at most max_attempts hosts per request: cheap enough to log at info, as nova did
+            LOG.info(
+                "Host %s fails. Previously tried hosts: %s",
+                [host_state.host, host_state.nodename],
+                sorted(tried),
+            )
+            return ALREADY_TRIED
+        return True

@@ -1,0 +1,64 @@
+"""AggregateTypeAffinityFilter: aggregates with ``instance_type`` metadata take only the
+flavors they list."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from filters import BaseHostFilter, FilterOutcome, Reject
+from filters.aggregate_utils import aggregate_values_from_key, per_aggregate_set
+
+LOG = logging.getLogger(__name__)
+
+KEY = "instance_type"
+
+FLAVOR_NOT_ALLOWED = Reject("flavor not allowed by aggregate")
+
+
+class AggregateTypeAffinityFilter(BaseHostFilter):
+    """Passes hosts with no aggregate ``instance_type`` metadata, and hosts where one of
+    their aggregates lists the flavor's name in its ``instance_type`` (a comma-separated
+    list of flavor names)."""
+
+    RUN_ON_REBUILD = False
+    # the flavor and the aggregates do not change within a request
+    run_filter_once_per_request = True
+
+    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+        return self._check(host_state, _flavor_name(spec_obj))
+
+    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+        name = _flavor_name(spec_obj)
+        outcome = FilterOutcome()
+        # the answer depends only on the host's aggregates: once per set of aggregates
+        check = per_aggregate_set(lambda host: self._check(host, name))
+        for host in host_states:
+            result = check(host)
+            if result is True:
+                outcome.passed.append(host)
+            else:
+                outcome.rejected.append((host, result.reason))
+        return outcome
+
+    @staticmethod
+    def _check(host_state: Any, flavor_name: str | None) -> bool | Reject:
+        if not host_state.aggregates:
+            return True
+        values = aggregate_values_from_key(host_state, KEY)
+        if not values:
+            return True
+        for value in values:
+            if flavor_name in (part.strip() for part in value.split(",")):
+                return True
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(
+                "%(host)s fails instance_type affinity: flavor %(flavor)s not in %(values)s",
+                {"host": host_state, "flavor": flavor_name, "values": sorted(values)},
+            )
+        return FLAVOR_NOT_ALLOWED
+
+
+def _flavor_name(spec_obj: Any) -> str | None:
+    return getattr(getattr(spec_obj, "flavor", None), "name", None)

@@ -1,0 +1,158 @@
+"""Per-host instance lists kept current by nova-compute's casts, as nova's HostManager does.
+
+nova-compute tells the schedulers about its instances with three fanout casts (RPC 4.2):
+``update_instance_info`` (its whole list at start-up, then one instance at a time),
+``delete_instance_info`` (one instance left) and, periodically, ``sync_instance_info`` (the
+uuids it has). The tracker applies nova 34's rules to them:
+
+* update, known host: the instances are added and the host's list is trusted (``updated``).
+* update, unknown host: more than one instance is a full list and replaces it (trusted);
+  one or none is not enough, so the list is re-read from the database (not trusted).
+* delete, known host: the uuid is dropped and the list is trusted; unknown host: re-read.
+* sync: a uuid set that differs from ours, or an unknown host, re-reads the list (not
+  trusted); the same set makes it trusted.
+
+``instances_for(host)`` gives the trusted list, or None when the caller must read the host's
+instances from the database itself (nova's ``_get_instance_info``).
+
+"Re-read" calls ``loader(host)``, the host's instance uuids from its cell database (``[]``
+for a host with none, None if they cannot be read). Without a loader, or when it gives None
+or raises, the host is left untracked (read from the database per request) until it sends a
+full list again: never trusted on a guess.
+
+Every change runs under one lock, the loader included, as in nova. Readers take no lock:
+a host's entry is an immutable snapshot replaced whole, and ``instances_for`` returns a
+fresh dict that the caller may change (nova's multi-create adds the instances it places).
+
+``[filter_scheduler] track_instance_changes = False`` turns the tracker off: casts are
+ignored and every host is read from the database (nova still applies casts that arrive;
+nova-compute sends none when its own option is False).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from scheduler.conf import CONF
+
+LOG = logging.getLogger(__name__)
+
+InstanceLoader = Callable[[str], Iterable[str] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _HostInstances:
+    """One host's instance uuids, and whether the compute's casts keep them current."""
+
+    uuids: Mapping[str, None]
+    updated: bool
+
+    @classmethod
+    def of(cls, uuids: Iterable[str], updated: bool) -> _HostInstances:
+        return cls(MappingProxyType(dict.fromkeys(uuids)), updated)
+
+
+class InstanceTracker:
+    """Which instances each host has, from nova-compute's instance-info casts."""
+
+    def __init__(self, conf=CONF, loader: InstanceLoader | None = None):
+        self.enabled: bool = conf.filter_scheduler.track_instance_changes
+        self._loader = loader
+        self._hosts: dict[str, _HostInstances] = {}
+        self._lock = threading.Lock()
+
+    # -- the three casts ------------------------------------------------------------------
+    def update_instance_info(self, host: str, instance_uuids: list[str]) -> None:
+        """nova-compute sent instances of ``host`` (its whole list, or new ones)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            known = self._hosts.get(host)
+            if known is not None:
+                self._hosts[host] = _HostInstances.of([*known.uuids, *instance_uuids], True)
+            elif len(instance_uuids) > 1:
+                # only a compute starting up sends several at once: its full list
+                self._hosts[host] = _HostInstances.of(instance_uuids, True)
+            else:
+                self._recreate(host, "an update from an unknown host")
+
+    def delete_instance_info(self, host: str, instance_uuid: str) -> None:
+        """An instance left ``host``."""
+        if not self.enabled:
+            return
+        with self._lock:
+            known = self._hosts.get(host)
+            if known is not None:
+                self._hosts[host] = _HostInstances.of(
+                    (u for u in known.uuids if u != instance_uuid), True
+                )
+            else:
+                self._recreate(host, "a delete from an unknown host")
+
+    def sync_instance_info(self, host: str, instance_uuids: list[str]) -> bool:
+        """``host``'s periodic list of its instance uuids; True if ours matched it."""
+        if not self.enabled:
+            return False
+        with self._lock:
+            known = self._hosts.get(host)
+            if known is None:
+                self._recreate(host, "a sync from an unknown host")
+                return False
+            if known.uuids.keys() != set(instance_uuids):
+                self._recreate(host, "a sync that did not match")
+                return False
+            if not known.updated:
+                self._hosts[host] = _HostInstances(known.uuids, True)
+            LOG.debug("Successfully synced instances from host '%s'.", host)
+            return True
+
+    # -- reading ---------------------------------------------------------------------------
+    def instances_for(self, host: str) -> dict[str, None] | None:
+        """The host's instances as ``{uuid: None}`` if the casts keep them current; None when
+        the caller must read them from the database."""
+        if not self.enabled:
+            return None
+        known = self._hosts.get(host)  # a snapshot: entries are replaced, never changed
+        if known is None or not known.updated:
+            return None
+        return dict(known.uuids)
+
+    def seed(self, uuids_by_host: Mapping[str, Iterable[str]]) -> None:
+        """Start hosts from a database read (nova's start-up ``_init_instance_info``): not
+        trusted until a cast confirms them. Hosts the casts already told us about are kept."""
+        if not self.enabled:
+            return
+        with self._lock:
+            for host, uuids in uuids_by_host.items():
+                if host not in self._hosts:
+                    self._hosts[host] = _HostInstances.of(uuids, False)
+
+    def tracked_hosts(self) -> dict[str, bool]:
+        """``{host: updated}`` of every host the tracker knows (for logs and tests)."""
+        return {host: known.updated for host, known in list(self._hosts.items())}
+
+    # -- helpers (lock held) ---------------------------------------------------------------
+    def _recreate(self, host: str, why: str) -> None:
+        """Re-read ``host``'s instances from the database: kept, not trusted."""
+        uuids = None
+        if self._loader is not None:
+            try:
+                uuids = self._loader(host)
+            except Exception as exc:  # a cast has nobody to answer: log, fall back to the DB
+                LOG.warning("Could not read the instances of host '%s': %s", host, exc)
+        if uuids is None:
+            # logged once per host that drops out, not at every cast of an untracked host
+            log = LOG.info if self._hosts.pop(host, None) is not None else LOG.debug
+            log(
+                "Received %s '%s'; its instances will be read from the database per "
+                "request until it sends its full list.",
+                why,
+                host,
+            )
+            return
+        self._hosts[host] = _HostInstances.of(uuids, False)
+        LOG.info("Received %s '%s'. Re-created its InstanceList.", why, host)

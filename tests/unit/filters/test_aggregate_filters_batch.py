@@ -1,0 +1,54 @@
+"""The aggregate-metadata filters compute once per set of aggregates in their batch path: it
+must give what host_passes gives, host by host."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from filters.aggregate_image_properties_isolation import AggregateImagePropertiesIsolation
+from filters.aggregate_instance_extra_specs import AggregateInstanceExtraSpecsFilter
+from filters.aggregate_multitenancy_isolation import AggregateMultiTenancyIsolation
+from filters.type_affinity import AggregateTypeAffinityFilter
+from tests.unit.filters.fakes import make_aggregate, make_host, make_spec
+
+AGGREGATES = [
+    make_aggregate(1, os_distro="ubuntu,debian", ssd="true"),
+    make_aggregate(2, os_distro="centos", filter_tenant_id="p1"),
+    make_aggregate(3, instance_type="small, large", gen="2"),
+    make_aggregate(4, filter_tenant_id2="p2,p3", instance_type="tiny"),
+    make_aggregate(5, availability_zone="az1"),
+]
+FILTERS = [
+    AggregateImagePropertiesIsolation,
+    AggregateInstanceExtraSpecsFilter,
+    AggregateMultiTenancyIsolation,
+    AggregateTypeAffinityFilter,
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(AGGREGATES), max_size=3, unique_by=lambda a: a.id), max_size=10
+    ),
+    st.sampled_from(FILTERS),
+    st.sampled_from(["ubuntu", "centos", "suse"]),
+    st.dictionaries(
+        st.sampled_from(["ssd", "gen", "aggregate_instance_extra_specs:gen", "hw:x"]),
+        st.sampled_from(["true", "2", ">= 2", "<or> 1 <or> 3"]),
+        max_size=2,
+    ),
+    st.sampled_from(["p1", "p2", "p9", None]),
+    st.sampled_from(["small", "tiny", "huge"]),
+)
+def test_batch_equals_per_host(aggregate_lists, cls, distro, extra_specs, project, flavor):
+    hosts = [make_host(f"h{i}", aggregates=aggs) for i, aggs in enumerate(aggregate_lists)]
+    spec = make_spec(extra_specs=extra_specs, image_props={"os_distro": distro})
+    spec.project_id = project
+    spec.flavor.name = flavor
+    filt = cls()
+    outcome = filt.filter_hosts(hosts, spec)
+    per_host = [(h, filt.host_passes(h, spec)) for h in hosts]
+    assert outcome.passed == [h for h, r in per_host if r]
+    assert outcome.rejected == [(h, r.reason) for h, r in per_host if not r]

@@ -1,0 +1,29 @@
+"""BuildFailureWeigher: hosts where recent builds failed sink to the bottom."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weighers import BaseHostWeigher, get_weight_multiplier
+
+
+class BuildFailureWeigher(BaseHostWeigher):
+    """Prefers hosts without recent build failures: the weight is the host's ``failed_builds``
+    count times the negated ``build_failure_weight_multiplier`` (1e6 by default, so one
+    failure outweighs every resource weigher). The compute service resets the count after a
+    successful build."""
+
+    multiplier_option = "build_failure_weight_multiplier"
+
+    def weight_multiplier(self, host_state: Any) -> float:
+        # Negated after the aggregate override, as nova does: an aggregate value of 10
+        # means "failures cost 10".
+        return -get_weight_multiplier(
+            host_state, "build_failure_weight_multiplier", self.configured_multiplier()
+        )
+
+    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
+        return host_state.failed_builds
+
+    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
+        return [h.failed_builds for h in host_states]

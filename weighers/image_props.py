@@ -1,0 +1,96 @@
+"""ImagePropertiesWeigher: packs (or spreads) instances by the image properties they share.
+
+Off by default (``image_props_weight_multiplier = 0``). When on, a host's raw weight counts,
+for each property of the request's image, the instances on the host whose image has the same
+property with the same value (compared as strings); ``image_props_weight_setting =
+os_distro=2, hw_machine_type=1`` weighs only the listed properties, by their ratio.
+
+nova reads each instance's image metadata from the cell database while weighing. Weighers
+here do no I/O, so the host manager must put it into ``host_state.instances``: each value a
+dict with an ``image_properties`` dict (the ImageMetaProps fields of the instance's image,
+as ``RequestSpec.image.properties`` holds them), or an object with such an attribute. An
+instance without it counts as having no properties, so with plain instance values every
+host weighs 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scheduler.conf import CONF
+from weighers import BaseHostWeigher
+from weighers.metrics import ParsedOption
+
+LOG = logging.getLogger(__name__)
+
+
+def instance_image_properties(instance: Any) -> dict[str, Any] | None:
+    """The image properties the host manager attached to an instance value, if any."""
+    if isinstance(instance, dict):
+        props = instance.get("image_properties")
+    else:
+        props = getattr(instance, "image_properties", None)
+    return props if isinstance(props, dict) else None
+
+
+class ImagePropertiesWeigher(BaseHostWeigher):
+    """Prefers hosts whose instances were booted from images with the same properties as
+    the request's image (``image_props_weight_multiplier``, 0 = off; negative spreads them);
+    ``image_props_weight_setting`` weighs chosen properties by ratio."""
+
+    multiplier_option = "image_props_weight_multiplier"
+
+    def __init__(self) -> None:
+        self._setting = ParsedOption("filter_scheduler", "image_props_weight_setting")
+        self._warned_no_props = False
+
+    @property
+    def setting(self) -> dict[str, float]:
+        """The parsed ``image_props_weight_setting`` (a later duplicate key wins)."""
+        return dict(self._setting.get())
+
+    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
+        return self.weigh_objects([host_state], weight_properties)[0]
+
+    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
+        zeros = [0.0] * len(host_states)
+        # Off unless the configured multiplier is set (an aggregate override alone does not
+        # turn it on), as in nova.
+        if CONF.filter_scheduler.image_props_weight_multiplier == 0.0:
+            return zeros
+        image = getattr(weight_properties, "image", None)
+        requested = image.properties if image is not None else None
+        if not requested:
+            return zeros
+        setting = self.setting
+        # (property, value as a string, what one matching instance adds)
+        wanted = [
+            (key, str(value), setting.get(key, 0.0) if setting else 1.0)
+            for key, value in requested.items()
+        ]
+        wanted = [w for w in wanted if w[2] != 0.0]
+        if not wanted:
+            return zeros
+        seen_props = False
+        seen_instances = False
+        out = []
+        for host_state in host_states:
+            weight = 0.0
+            for instance in (host_state.instances or {}).values():
+                seen_instances = True
+                props = instance_image_properties(instance)
+                if props is None:
+                    continue
+                seen_props = True
+                for key, value, factor in wanted:
+                    if key in props and str(props[key]) == value:
+                        weight += factor
+            out.append(weight)
+        if seen_instances and not seen_props and not self._warned_no_props:
+            self._warned_no_props = True
+            LOG.warning(
+                "ImagePropertiesWeigher is enabled but the hosts' instances carry no "
+                "image_properties; every host weighs 0"
+            )
+        return out
