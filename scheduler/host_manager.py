@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import db
 from scheduler.conf import CONF
 from scheduler.host_state import HostState
+from scheduler.instance_tracker import InstanceTracker
 from scheduler.objects import Aggregate, RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -97,6 +98,8 @@ class HostManager:
         )
         self.cells: dict[str, Cell] = {}
         self.enabled_cells: dict[str, Cell] = {}
+        # per-host instance lists kept current by nova-compute's casts (nova's _instance_info)
+        self.instance_tracker = InstanceTracker(conf, loader=self._read_host_instances)
         self.refresh_cells_caches()
         self.refresh_aggregates()
 
@@ -383,7 +386,11 @@ class HostManager:
         same/different host hints): one query per cell."""
         by_cell: dict[str, list[HostState]] = {}
         for hs in hosts:
-            by_cell.setdefault(hs.cell_uuid, []).append(hs)
+            tracked = self.instance_tracker.instances_for(hs.host)
+            if tracked is not None:  # kept current by the compute's casts
+                hs.instances = tracked
+            else:
+                by_cell.setdefault(hs.cell_uuid, []).append(hs)
         for view in views:
             cell_hosts = by_cell.get(view.cell.uuid)
             if not cell_hosts:
@@ -397,6 +404,15 @@ class HostManager:
                 continue
             for hs in cell_hosts:
                 hs.instances = {u: None for u in uuids_by_host.get(hs.host, ())}
+
+    def _read_host_instances(self, host: str) -> list[str] | None:
+        """The instance uuids of one host from its cell database (the instance tracker's
+        re-read); None while no cell read so far has shown the host."""
+        for view in list(self._views.values()):
+            if host in view.services:
+                engine = db.get_engine(view.cell.database_connection)
+                return sorted(db.get_instance_uuids_by_host(engine, [host]).get(host, ()))
+        return None
 
     def minimum_compute_version(self) -> int | None:
         """The lowest nova-compute service version across the enabled cells (None when no

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import oslo_messaging
@@ -215,6 +215,44 @@ class SchedulerManager:
             # a notification must never fail the scheduling it reports on
             LOG.warning("Could not emit %s notification", event_type, exc_info=True)
 
+    # -- explain_destinations (novasched's own, RPC 4.5) -----------------------------------
+    def explain_destinations(
+        self, ctxt: Any, spec_obj: dict[str, Any], all_hosts: bool = False
+    ) -> dict[str, Any]:
+        """A dry run of ``select_destinations`` for a RequestSpec primitive: the explain
+        document (docs/explain.md) of what every filter removed and why, each weigher's part
+        and the host that would be chosen. Nothing is claimed or consumed. A request that
+        no host fits is not an error here: the document carries the NoValidHost reason."""
+        with self.in_flight.track():
+            try:
+                return self._explain_destinations(ctxt, spec_obj, bool(all_hosts))
+            except exceptions.InvalidRequest:
+                raise oslo_messaging.ExpectedException()
+            except Exception:
+                LOG.exception(
+                    "explain_destinations failed for request %s", _request_id(ctxt) or "-"
+                )
+                raise oslo_messaging.ExpectedException()
+
+    def _explain_destinations(self, ctxt: Any, spec_obj: Any, all_hosts: bool) -> dict[str, Any]:
+        from scheduler import explain
+
+        try:
+            spec = wire.request_spec_from_primitive(spec_obj)
+        except exceptions.InvalidRequest as exc:
+            LOG.warning(
+                "Rejected malformed explain_destinations request %s: %s",
+                _request_id(ctxt) or "-",
+                exc,
+            )
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise exceptions.InvalidRequest(f"malformed request spec: {exc!r}") from exc
+        custom = getattr(self.driver, "explain_destinations", None)
+        if custom is not None:
+            return custom(ctxt, spec, all_hosts=all_hosts)
+        return explain.explain_request(self.driver, ctxt, spec, all_hosts=all_hosts)
+
     # -- cache-update casts (accepted; the host manager does not consume them yet) ----------
     def update_aggregates(self, ctxt: Any, aggregates: Any) -> None:
         """Fanout cast from nova-api when aggregates change: apply them to the cache now
@@ -243,16 +281,40 @@ class SchedulerManager:
             LOG.debug("Applied %s: %d aggregate(s)", method, len(aggregates))
 
     def update_instance_info(self, ctxt: Any, host_name: str, instance_info: Any) -> None:
-        """Fanout cast from nova-compute with a host's instances (accepted, ignored)."""
-        LOG.debug("Ignoring update_instance_info cast from %s", host_name)
+        """Fanout cast from nova-compute with instances of a host (all of them at start-up)."""
+        self._apply_instance_cast(
+            "update_instance_info",
+            ctxt,
+            host_name,
+            lambda: wire.instance_uuids_from_instance_list(instance_info),
+        )
 
     def delete_instance_info(self, ctxt: Any, host_name: str, instance_uuid: str) -> None:
-        """Fanout cast from nova-compute when an instance leaves a host (accepted, ignored)."""
-        LOG.debug("Ignoring delete_instance_info cast from %s", host_name)
+        """Fanout cast from nova-compute when an instance leaves a host."""
+        self._apply_instance_cast("delete_instance_info", ctxt, host_name, lambda: instance_uuid)
 
     def sync_instance_info(self, ctxt: Any, host_name: str, instance_uuids: list[str]) -> None:
-        """Periodic fanout cast from nova-compute with its instance uuids (accepted, ignored)."""
-        LOG.debug("Ignoring sync_instance_info cast from %s", host_name)
+        """Periodic fanout cast from nova-compute with the uuids of its instances."""
+        self._apply_instance_cast(
+            "sync_instance_info", ctxt, host_name, lambda: [str(u) for u in instance_uuids]
+        )
+
+    def _apply_instance_cast(
+        self, method: str, ctxt: Any, host_name: str, decode: Callable[[], Any]
+    ) -> None:
+        target = getattr(self.driver, method, None)
+        if target is None:
+            LOG.debug("Driver has no %s; ignoring the cast from %s", method, host_name)
+            return
+        try:
+            target(host_name, decode())
+        except Exception:  # a cast has nobody to answer: log it, keep serving
+            LOG.exception(
+                "Could not apply %s from %s (request %s)",
+                method,
+                host_name,
+                _request_id(ctxt) or "-",
+            )
 
     # -- not RPC ---------------------------------------------------------------------------
     def reset(self) -> None:

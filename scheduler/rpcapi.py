@@ -140,6 +140,31 @@ class SchedulerAPI:
             return wire.selections_from_primitive(reply)
         return reply
 
+    # -- explain_destinations (novasched's own) -------------------------------------------
+    def explain_destinations(
+        self,
+        ctxt: Any,
+        spec_obj: objects.RequestSpec | dict,
+        all_hosts: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Ask a running scheduler for a dry run of ``spec_obj``: the explain document
+        (docs/explain.md). Needs a novasched scheduler (nova's has no such method) and RPC
+        4.5. ``all_hosts`` skips Placement and considers every compute node."""
+        if not self.client.can_send_version("4.5"):
+            raise exceptions.NovaschedError(
+                f"explain_destinations needs RPC version 4.5; version_cap is {self.version_cap}"
+            )
+        if isinstance(spec_obj, objects.RequestSpec):
+            spec_obj = wire.request_spec_to_primitive(spec_obj)
+        cctxt = self.client.prepare(
+            version="4.5",
+            call_monitor_timeout=self.transport.conf.rpc_response_timeout,
+            timeout=timeout or self.conf.long_rpc_timeout,
+        )
+        return cctxt.call(ctxt, "explain_destinations", spec_obj=spec_obj, all_hosts=all_hosts)
+
     # -- fanout casts ----------------------------------------------------------------------
     def update_aggregates(self, ctxt: Any, aggregates: Any) -> None:
         self.client.prepare(fanout=True, version="4.1").cast(

@@ -6,6 +6,9 @@
     novasched-manage --config-file nova.conf fleet load --hosts 100 --placement-url URL
     novasched-manage --config-file nova.conf fleet heartbeat
     novasched-manage --config-file nova.conf host list [--cell cell1]
+    novasched-manage --config-file nova.conf explain --flavor NAME:VCPUS:RAM_MB:DISK_GB[:k=v,...]
+        [--image-props k=v,...] [--hints k=v,...] [--az AZ] [--num-instances N]
+        [--request FILE] [--all-hosts] [--format text|json]
     novasched-manage demo [...]
 
 The config files are read with oslo.config under project "nova" (nova.conf as it is);
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import logging
 import sys
 import uuid as uuidlib
@@ -315,6 +319,94 @@ def cmd_host_list(args: argparse.Namespace) -> int:
     return 0
 
 
+class _NoPlacement:
+    """The Placement client of ``explain --all-hosts``: never asked."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise CommandError("Placement is not used with --all-hosts")
+
+
+def _explain_spec(args: argparse.Namespace) -> Any:
+    from scheduler import explain
+    from scheduler.exceptions import InvalidRequest
+    from scheduler.objects import RequestSpec
+
+    if args.request is None and args.flavor is None:
+        raise CommandError("give --flavor NAME:VCPUS:RAM_MB:DISK_GB[:key=val,...] or --request")
+    try:
+        if args.request is not None:
+            try:
+                with open(args.request, encoding="utf-8") as fh:
+                    data = json.load(fh)
+            except OSError as exc:
+                raise CommandError(f"cannot read --request {args.request}: {exc.strerror}")
+            except ValueError as exc:
+                raise CommandError(f"--request {args.request} is not JSON: {exc}")
+            spec = explain.spec_from_json(data)
+        else:
+            spec = RequestSpec(flavor=explain.parse_flavor(args.flavor))
+        return explain.apply_overrides(
+            spec,
+            flavor=explain.parse_flavor(args.flavor) if args.flavor and args.request else None,
+            image_props=explain.split_pairs(args.image_props) if args.image_props else None,
+            hints=explain.split_pairs(args.hints, multi=True) if args.hints else None,
+            az=args.az,
+            num_instances=args.num_instances,
+        )
+    except explain.ExplainInputError as exc:
+        raise CommandError(str(exc))
+    except InvalidRequest as exc:  # from the nova primitive decoder
+        raise CommandError(f"--request {args.request}: {exc}")
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """A dry run of the scheduler for one request: nothing is claimed or consumed."""
+    import types
+
+    from scheduler import explain
+    from scheduler.drivers.filter_scheduler import FilterScheduler
+    from scheduler.exceptions import ConfigurationError, InvalidRequest
+    from scheduler.host_manager import HostManager
+
+    spec = _explain_spec(args)
+    if args.project_id:
+        spec.project_id = args.project_id
+    try:
+        host_manager = HostManager(CONF)
+    except ConfigurationError as exc:
+        raise CommandError(str(exc))
+    try:
+        if args.all_hosts:
+            placement: Any = _NoPlacement()
+        else:
+            from scheduler.placement import client_from_conf
+
+            try:
+                placement = client_from_conf(CONF)
+            except ConfigurationError as exc:
+                raise CommandError(f"{exc} (or use --all-hosts to leave Placement out)")
+        try:
+            driver = FilterScheduler(placement=placement, host_manager=host_manager, conf=CONF)
+        except ConfigurationError as exc:
+            raise CommandError(str(exc))
+        context = types.SimpleNamespace(
+            request_id=f"req-explain-{uuidlib.uuid4()}",
+            project_id=spec.project_id,
+            user_id=spec.user_id,
+        )
+        try:
+            doc = explain.explain_request(driver, context, spec, all_hosts=args.all_hosts)
+        except InvalidRequest as exc:
+            raise CommandError(f"invalid request: {exc}")
+    finally:
+        host_manager.stop()
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        print(explain.render_text(doc, limit=args.show))
+    return 0 if doc["no_valid_host"] is None else 2
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     try:
         from scheduler import demo
@@ -366,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-dir", action="append", metavar="DIR", help="directory of *.conf")
     p.add_argument("--debug", action="store_true", help="log debug output and show tracebacks")
     sub = p.add_subparsers(
-        dest="category", metavar="{db,cell,fleet,host,demo}", parser_class=_Parser
+        dest="category", metavar="{db,cell,fleet,host,explain,demo}", parser_class=_Parser
     )
     sub.required = True
 
@@ -425,6 +517,39 @@ def build_parser() -> argparse.ArgumentParser:
     hl = hosts.add_parser("list", help="hosts with capacity, state and AZ")
     hl.add_argument("--cell", metavar="CELL", help="only this cell (name or uuid)")
     hl.set_defaults(func=cmd_host_list)
+
+    ex = sub.add_parser(
+        "explain",
+        help="dry-run the scheduler for a request: what each filter removed and why, the "
+        "weighed order and the host it would choose (nothing is claimed); exit status 2 "
+        "when no host fits",
+    )
+    ex.add_argument(
+        "--flavor",
+        metavar="NAME:VCPUS:RAM_MB:DISK_GB[:key=val,...]",
+        help="the flavor, with extra specs after the fourth colon",
+    )
+    ex.add_argument("--image-props", metavar="k=v,...", help="image properties (hw_architecture)")
+    ex.add_argument("--hints", metavar="k=v,...", help="scheduler hints (a key may repeat)")
+    ex.add_argument("--az", metavar="AZ", help="availability zone")
+    ex.add_argument("--num-instances", type=_positive, metavar="N")
+    ex.add_argument("--project-id", metavar="ID", help="the project asking")
+    ex.add_argument(
+        "--request",
+        metavar="FILE",
+        help="a RequestSpec: nova's object primitive or the JSON form of docs/explain.md "
+        "(the other options are applied on top)",
+    )
+    ex.add_argument(
+        "--all-hosts",
+        action="store_true",
+        help="do not ask Placement: consider every compute node of the cell databases",
+    )
+    ex.add_argument("--format", choices=("text", "json"), default="text")
+    ex.add_argument(
+        "--show", type=_positive, default=10, metavar="N", help="text: host names per list"
+    )
+    ex.set_defaults(func=cmd_explain)
 
     demo = sub.add_parser("demo", help="run the self-contained demo (arguments go to it)")
     demo.set_defaults(func=cmd_demo, demo_args=[])

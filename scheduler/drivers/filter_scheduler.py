@@ -21,7 +21,7 @@ from placement_client import (
     ConsumerGenerationConflict,
     PlacementError,
 )
-from scheduler import request_filter, resource_request
+from scheduler import explain, request_filter, resource_request
 from scheduler.conf import CONF
 from scheduler.exceptions import (
     AllocationUpdateFailed,
@@ -56,6 +56,12 @@ class _Request:
     # hosts the last narrowing took out before the filters (destination, ignore/force)
     narrowed: list[tuple[int, str]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    # what explain reports: prefilters that changed the request, Placement's answer size and,
+    # when it was empty, which single query term emptied it
+    prefilters: list[str] = field(default_factory=list)
+    candidate_count: int | None = None
+    provider_count: int | None = None
+    placement_hint: str = ""
 
 
 class FilterScheduler:
@@ -102,6 +108,15 @@ class FilterScheduler:
     def delete_aggregate(self, aggregate: Any) -> None:
         self.host_manager.delete_aggregate(aggregate)
 
+    def update_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
+        self.host_manager.instance_tracker.update_instance_info(host_name, instance_uuids)
+
+    def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
+        self.host_manager.instance_tracker.delete_instance_info(host_name, instance_uuid)
+
+    def sync_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
+        self.host_manager.instance_tracker.sync_instance_info(host_name, instance_uuids)
+
     def select_destinations(
         self,
         context: Any,
@@ -143,6 +158,7 @@ class FilterScheduler:
             applied = request_filter.process_reqspec(req.spec, self.host_manager, self.conf)
         except RequestFilterFailed as exc:
             raise NoValidHost(str(exc)) from exc
+        req.prefilters = applied
         if applied and LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("Request filters applied: %s", ", ".join(applied))
 
@@ -186,11 +202,22 @@ class FilterScheduler:
         candidates = results[0] if len(results) == 1 else resource_request.merge_candidates(results)
         req.timings["placement"] = time.perf_counter() - t0
         req.query_text = " | ".join(q.describe() for q in queries)
+        req.candidate_count = len(candidates.allocation_requests)
+        req.provider_count = len(candidates.provider_summaries)
         if not candidates.allocation_requests:
             LOG.info(
                 "Got no allocation candidates from the Placement API (query: %s)", req.query_text
             )
-            raise NoValidHost(f"Placement returned no allocation candidates for {req.query_text}")
+            reason = f"Placement returned no allocation candidates for {req.query_text}"
+            # which single term emptied it: a few more queries, only now, never an error
+            t0 = time.perf_counter()
+            req.placement_hint = explain.placement_hint(
+                self.placement, queries[0], request_id=req.request_id
+            )
+            req.timings["placement_bisection"] = time.perf_counter() - t0
+            if req.placement_hint:
+                reason += "; " + req.placement_hint
+            raise NoValidHost(reason)
         by_rp: dict[str, list[dict[str, Any]]] = {}
         for areq in candidates.allocation_requests:
             for rp_uuid in areq["allocations"]:

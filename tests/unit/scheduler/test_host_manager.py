@@ -915,3 +915,29 @@ def test_minimum_compute_version_comes_from_the_service_rows(env):
     env.update_service(c1, "h2", version=74)
     hm.get_host_states_by_uuids(None)
     assert hm.minimum_compute_version() == 74
+
+
+def test_tracked_hosts_skip_the_database_and_untracked_ones_read_it(env):
+    c1 = env.add_cell("cell1")
+    env.add_host(c1, "h1")
+    env.add_host(c1, "h2")
+    i1 = env.add_instance(c1, "h1")
+    i2 = env.add_instance(c1, "h2")
+    hm = env.manager()
+    spec = _spec(instance_group=InstanceGroup(uuid=_uuid(), policy="anti-affinity"))
+    hm.get_host_states_by_uuids(None, spec)  # the cells are read: the loader can find h1
+
+    # h1's compute says it has two instances the DB does not show yet: trusted
+    hm.instance_tracker.update_instance_info("h1", ["x", "y"])
+    states = _by_host(hm.get_host_states_by_uuids(None, spec))
+    assert set(states["h1"].instances) == {"x", "y"}
+    assert set(states["h2"].instances) == {i2}
+
+    # a sync that disagrees: re-read from the DB, no longer trusted
+    hm.instance_tracker.sync_instance_info("h1", ["x"])
+    assert hm.instance_tracker.tracked_hosts() == {"h1": False}
+    states = _by_host(hm.get_host_states_by_uuids(None, spec))
+    assert set(states["h1"].instances) == {i1}
+    # the next sync that matches the DB makes it trusted again
+    assert hm.instance_tracker.sync_instance_info("h1", [i1]) is True
+    assert hm.instance_tracker.instances_for("h1") == {i1: None}

@@ -349,3 +349,44 @@ def test_aggregate_casts_reach_the_driver(ctxt):
     # a malformed cast is logged and dropped; the manager keeps serving
     manager.update_aggregates(ctxt, aggregates={"nova_object.name": "Nonsense"})
     assert len(driver.updated) == 1
+
+
+def test_manager_decodes_instance_list_casts():
+    from scheduler.manager import SchedulerManager
+
+    class Driver:
+        def __init__(self):
+            self.calls = []
+
+        def update_instance_info(self, host, uuids):
+            self.calls.append(("update", host, uuids))
+
+        def delete_instance_info(self, host, uuid):
+            self.calls.append(("delete", host, uuid))
+
+        def sync_instance_info(self, host, uuids):
+            self.calls.append(("sync", host, uuids))
+
+    mgr = SchedulerManager.__new__(SchedulerManager)
+    mgr.driver = Driver()
+    inst = {
+        "nova_object.name": "Instance",
+        "nova_object.namespace": "nova",
+        "nova_object.version": "2.8",
+        "nova_object.data": {"uuid": "i-1", "host": "h1"},
+    }
+    listed = {
+        "nova_object.name": "InstanceList",
+        "nova_object.namespace": "nova",
+        "nova_object.version": "2.6",
+        "nova_object.data": {"objects": [inst]},
+    }
+    mgr.update_instance_info({}, "h1", listed)
+    mgr.update_instance_info({}, "h1", {"bad": 1})  # logged, not raised
+    mgr.delete_instance_info({}, "h1", "i-1")
+    mgr.sync_instance_info({}, "h1", ["i-1"])
+    assert mgr.driver.calls == [
+        ("update", "h1", ["i-1"]),
+        ("delete", "h1", "i-1"),
+        ("sync", "h1", ["i-1"]),
+    ]
