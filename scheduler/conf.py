@@ -115,6 +115,12 @@ scheduler_opts = [
         "(nova hard-codes 60).",
     ),
     cfg.IntOpt(
+        "periodic_task_interval",
+        default=60,
+        help="caching_scheduler: seconds between refreshes of its host states (0 means 60, "
+        "a negative value never refreshes after start-up), as nova's CachingScheduler had.",
+    ),
+    cfg.IntOpt(
         "aggregate_cache_ttl",
         default=30,
         min=-1,

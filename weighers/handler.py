@@ -176,8 +176,9 @@ def _short_name(name: str) -> str:
 def load_weighers(names: list[str]) -> list[BaseHostWeigher]:
     """Instantiate the named weighers from the ``novasched.weighers`` entry points.
 
-    An empty list or nova's ``nova.scheduler.weights.all_weighers`` means every registered
-    weigher, sorted by name (nova's order depends on a directory listing; ours is fixed).
+    An empty list or nova's ``nova.scheduler.weights.all_weighers`` means every built-in
+    weigher (nova's own 13, from this package), sorted by name (nova's order depends on a
+    directory listing; ours is fixed). A plugin weigher runs only when named.
     nova's dotted class paths are accepted by their last component. A name given twice is
     loaded once.
     """
@@ -189,6 +190,9 @@ def load_weighers(names: list[str]) -> list[BaseHostWeigher]:
         WEIGHER_NAMESPACE, invoke_on_load=False, on_load_failure_callback=_on_failure
     )
     available = {ext.name: ext.plugin for ext in manager}
+    built_in = sorted(
+        ext.name for ext in manager if ext.entry_point.value.startswith(f"{__package__}.")
+    )
     given = [n.strip() for n in names or [] if n and n.strip()]
     if not given:
         given = [NOVA_ALL_WEIGHERS]
@@ -196,7 +200,7 @@ def load_weighers(names: list[str]) -> list[BaseHostWeigher]:
     unknown: list[str] = []
     for name in given:
         if name in (NOVA_ALL_WEIGHERS, "all_weighers"):
-            candidates = sorted(available)
+            candidates = built_in
         else:
             short = _short_name(name)
             if short not in available:

@@ -1,0 +1,262 @@
+"""The caching scheduler: the filter scheduler over HostStates refreshed only in the background.
+
+nova's old CachingScheduler, with Placement: a periodic task (a background thread, every
+``[scheduler] periodic_task_interval`` seconds, nova's option and default of 60) reads every
+compute node, service and instance of the enabled cells; requests then filter and weigh those
+cached HostStates without reading the cell databases. The Placement query, the claim, its
+rollback and the alternates are the filter scheduler's, so Placement still prevents any
+over-commit; what the cache costs is accuracy, not safety:
+
+- Hosts added to a cell appear at the next refresh; a host's usage as seen by the filters is
+  the cell database's at the last refresh plus what this scheduler has placed since.
+- ComputeFilter judges a service by its heartbeat *as of the last refresh*: an interval close
+  to ``[DEFAULT] service_down_time`` makes live hosts look down. A warning says so at start.
+- After a rollback, the hosts whose claims were undone are re-read at the next refresh (in the
+  background), not on the request's path.
+
+A request for a cell the cache does not hold (a disabled cell named as the destination) reads
+that cell directly, as the filter scheduler would.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.conf import CONF
+from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.host_state import HostState
+from scheduler.objects import Flavor, InstanceGroup, RequestSpec
+
+LOG = logging.getLogger(__name__)
+
+# nova's [scheduler] periodic_task_interval: its default, and what 0 means
+DEFAULT_PERIODIC_TASK_INTERVAL = 60
+_FROM_CONF = object()
+# nova-compute's default report_interval: how old a heartbeat already is when it is read
+_REPORT_INTERVAL = 10
+
+
+def periodic_task_interval(conf: Any = CONF) -> float | None:
+    """Seconds between refreshes: ``[scheduler] periodic_task_interval`` (when registered),
+    0 meaning the default of 60 as in nova, negative meaning no periodic refresh (None)."""
+    value = getattr(conf.scheduler, "periodic_task_interval", DEFAULT_PERIODIC_TASK_INTERVAL)
+    if value is None or value == 0:
+        value = DEFAULT_PERIODIC_TASK_INTERVAL
+    return None if value < 0 else float(value)
+
+
+def _refresh_spec() -> RequestSpec:
+    # The host manager loads each host's instances only for requests that can use them (a
+    # server group, same/different host hints). A refresh must load them for every host: the
+    # affinity filters of later requests have no other source.
+    return RequestSpec(
+        flavor=Flavor(memory_mb=0, vcpus=0),
+        instance_group=InstanceGroup(uuid="caching-scheduler-refresh"),
+    )
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    """What one refresh read: the HostStates, by compute-node uuid, and the cells they are of."""
+
+    hosts: list[HostState]
+    by_uuid: dict[str, HostState]
+    cell_uuids: set[str]
+    taken_at: float = field(default_factory=time.monotonic)
+
+
+class HostStateCache:
+    """The host manager the caching scheduler's requests see: HostStates from the last
+    refresh. Everything else (cells, aggregates, the prefilters' look-ups) is the wrapped
+    host manager's."""
+
+    def __init__(self, host_manager: Any):
+        self.inner = host_manager
+        self._snapshot: _Snapshot | None = None
+        self._refresh_lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._forgotten: dict[int, HostState] = {}  # by id(): rolled back, re-read at refresh
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for what this class does not define
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def loaded(self) -> bool:
+        return self._snapshot is not None
+
+    @property
+    def age(self) -> float | None:
+        """Seconds since the last refresh, None before the first."""
+        snap = self._snapshot
+        return None if snap is None else time.monotonic() - snap.taken_at
+
+    def refresh(self) -> int:
+        """Read every host of the enabled cells (and their instances) now; the number of
+        HostStates cached."""
+        with self._refresh_lock:
+            return len(self._refresh_locked().hosts)
+
+    def _refresh_locked(self) -> _Snapshot:
+        started = time.perf_counter()
+        with self._pending_lock:
+            forgotten = list(self._forgotten.values())
+            self._forgotten.clear()
+        if forgotten:
+            forget = getattr(self.inner, "forget_consumption", None)
+            if forget is not None:
+                forget(forgotten)
+        hosts = list(self.inner.get_host_states_by_uuids(None, _refresh_spec()))
+        enabled = getattr(self.inner, "enabled_cells", None)
+        cell_uuids = set(enabled) if enabled is not None else {h.cell_uuid for h in hosts}
+        snap = _Snapshot(
+            hosts=hosts,
+            by_uuid={h.uuid: h for h in hosts if h.uuid},
+            cell_uuids={c for c in cell_uuids if c},
+        )
+        self._snapshot = snap
+        LOG.debug(
+            "Cached %d host state(s) of %d cell(s) in %.1f ms",
+            len(hosts),
+            len(snap.cell_uuids),
+            (time.perf_counter() - started) * 1000,
+        )
+        return snap
+
+    def _current(self) -> _Snapshot:
+        snap = self._snapshot
+        if snap is None:
+            # the first request before the first refresh: wait for it (or do it)
+            with self._refresh_lock:
+                snap = self._snapshot
+                if snap is None:
+                    snap = self._refresh_locked()
+        return snap
+
+    # -- what requests call -----------------------------------------------------------------
+    def get_host_states_by_uuids(
+        self,
+        compute_uuids: Iterable[str] | None,
+        spec: RequestSpec | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> list[HostState]:
+        """Cached HostStates for these compute-node uuids (None: all), in the cells the
+        request may use. No cell database is read, except for a requested cell that is not
+        cached."""
+        snap = self._current()
+        hosts = snap.hosts
+        dest = spec.requested_destination if spec is not None else None
+        if dest is not None and dest.cell_uuid and not dest.allow_cross_cell_move:
+            if dest.cell_uuid not in snap.cell_uuids:
+                return self.inner.get_host_states_by_uuids(
+                    compute_uuids, spec, request_id=request_id
+                )
+            hosts = [h for h in hosts if h.cell_uuid == dest.cell_uuid]
+        if compute_uuids is None:
+            return list(hosts)
+        wanted = set(compute_uuids)
+        if len(wanted) * 4 < len(hosts):
+            # a few candidates out of a big fleet: look them up, keep the cached order
+            found = {id(h) for h in (snap.by_uuid.get(u) for u in wanted) if h is not None}
+            return [h for h in hosts if id(h) in found]
+        return [h for h in hosts if h.uuid in wanted]
+
+    def compute_nodes_by_host_or_node(
+        self, host: str | None, node: str | None, spec: RequestSpec | None = None
+    ) -> list[HostState]:
+        """Cached compute nodes for a forced or requested destination."""
+        return [
+            h
+            for h in self.get_host_states_by_uuids(None, spec)
+            if (host is None or h.host == host) and (node is None or h.nodename == node)
+        ]
+
+    def forget_consumption(self, host_states: Iterable[HostState]) -> None:
+        """After a rollback: these hosts take their next compute-node data, and are re-read
+        from their cell at the next refresh (not on the request's path)."""
+        hosts = list(host_states)
+        for hs in hosts:
+            hs.updated = None
+        with self._pending_lock:
+            for hs in hosts:
+                self._forgotten[id(hs)] = hs
+
+
+class CachingScheduler(FilterScheduler):
+    """The filter scheduler over HostStates refreshed by a periodic task instead of on every
+    request (entry point ``caching_scheduler``); still claims in Placement."""
+
+    def __init__(
+        self,
+        *,
+        placement: Any = None,
+        host_manager: Any = None,
+        conf: Any = CONF,
+        interval: float | None | object = _FROM_CONF,
+        start_periodic: bool = True,
+    ):
+        """``interval`` overrides ``[scheduler] periodic_task_interval`` (None: no periodic
+        refresh); ``start_periodic=False`` leaves refreshing to the caller (tests)."""
+        super().__init__(placement=placement, host_manager=host_manager, conf=conf)
+        self.host_cache = HostStateCache(self.host_manager)
+        self.host_manager = self.host_cache
+        if interval is _FROM_CONF:
+            self.interval = periodic_task_interval(conf)
+        else:
+            self.interval = None if interval is None else float(interval)  # type: ignore[arg-type]
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        down_time = conf.service_down_time
+        if self.interval is None:
+            LOG.warning(
+                "[scheduler] periodic_task_interval is negative: the caching scheduler reads "
+                "the hosts once, at the first request, and again only on SIGHUP"
+            )
+        elif self.interval + _REPORT_INTERVAL > down_time:
+            LOG.warning(
+                "[scheduler] periodic_task_interval (%s s) plus a compute report interval "
+                "exceeds [DEFAULT] service_down_time (%s s): ComputeFilter judges services by "
+                "heartbeats that old and may take live hosts for down. Use an interval well "
+                "below service_down_time.",
+                self.interval,
+                down_time,
+            )
+        if start_periodic and self.interval is not None:
+            self._thread = threading.Thread(
+                target=self._run_periodic, name="caching-scheduler-refresh", daemon=True
+            )
+            self._thread.start()
+        LOG.info(
+            "Caching scheduler ready: host states refreshed %s",
+            f"every {self.interval:g} s" if self.interval is not None else "on demand",
+        )
+
+    def _run_periodic(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                count = self.host_cache.refresh()
+                LOG.debug("Caching scheduler refreshed %d host state(s)", count)
+            except Exception:  # keep the last good cache and try again next period
+                LOG.exception("Caching scheduler could not refresh its host states")
+            if self._stopping.wait(self.interval):
+                break
+
+    def reset(self) -> None:
+        """SIGHUP: reload cells and aggregates, then the host states, now."""
+        super().reset()
+        self.host_cache.refresh()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+        super().stop()
