@@ -14,6 +14,7 @@ from typing import Any
 
 from oslo_concurrency import lockutils
 
+from scheduler import numa, pci
 from scheduler.objects import Aggregate, RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -191,6 +192,20 @@ class HostState:
                 self.vcpus_used += flavor.vcpus
                 self.num_instances += 1
                 self.num_io_ops += 1
+                if self.numa_topology is not None:
+                    # a new topology object (the parse caches key on identity): refit, add usage
+                    self.numa_topology = numa.numa_topology_after_instance(
+                        self.numa_topology,
+                        spec_obj,
+                        self.cpu_allocation_ratio or 4.0,
+                        self.ram_allocation_ratio or 1.0,
+                    )
+                if spec_obj.pci_requests and self.pci_stats:
+                    pools = pci.apply_requests(
+                        pci.pools_from_stats(self.pci_stats), spec_obj.pci_requests
+                    )
+                    if pools is not None:
+                        self.pci_stats = pools
                 self.updated = _utcnow()
             except Exception:  # nova logs and swallows: a bad spec must not poison the cache
                 LOG.exception("Error consuming %s on host %s", spec_obj.instance_uuid, self.host)

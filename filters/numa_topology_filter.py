@@ -1,0 +1,172 @@
+"""NUMATopologyFilter: only hosts whose NUMA cells can hold the instance's NUMA topology.
+
+The fitting rules live in ``scheduler/numa.py`` (and the PCI NUMA affinity in
+``scheduler/pci.py``); this module applies them per host and per allocation candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from filters import BaseHostFilter, FilterOutcome, Reject
+from scheduler import numa, pci
+
+LOG = logging.getLogger(__name__)
+
+NO_HOST_TOPOLOGY = Reject("host has no NUMA topology")
+NO_SMT = Reject(numa.REQUIRE_NO_SMT)
+NO_CANDIDATE = Reject("no allocation candidate left")
+
+# what nova's HostState falls back to when a compute node reports no ratio
+DEFAULT_CPU_RATIO = 4.0
+DEFAULT_RAM_RATIO = 1.0
+
+
+@dataclass(slots=True)
+class _Wanted:
+    """What the request asks for, worked out once per request (not per host)."""
+
+    topology: numa.InstanceTopology | None
+    invalid: Reject | None
+    requires_smt: bool
+    pci_requests: list[dict[str, Any]]
+    # did Placement give this request allocation candidates? (not on rebuild)
+    from_placement: bool
+    # fits already worked out in this pass, by (host topology, limits, PCI cells): many hosts
+    # of a fleet look alike
+    fits: dict[Any, numa.HostFit] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, spec_obj: Any) -> _Wanted:
+        extra_specs = spec_obj.flavor.extra_specs or {}
+        image = getattr(spec_obj, "image", None)
+        image_props = (image.properties if image is not None else None) or {}
+        topology = None
+        invalid = None
+        try:
+            topology = numa.requested_instance_topology(spec_obj)
+        except (numa.InvalidNUMARequest, KeyError, TypeError, ValueError) as exc:
+            LOG.warning("Instance %s has an invalid NUMA request: %s", spec_obj.instance_uuid, exc)
+            invalid = Reject("invalid NUMA request in flavor or image")
+        return cls(
+            topology=topology,
+            invalid=invalid,
+            requires_smt=numa.requires_smt(extra_specs, image_props),
+            pci_requests=list(getattr(spec_obj, "pci_requests", None) or []),
+            from_placement=bool(getattr(spec_obj, "allocation_candidates", None)),
+        )
+
+
+class NUMATopologyFilter(BaseHostFilter):
+    """Passes hosts whose NUMA cells can hold the instance's NUMA nodes: enough free pinned
+    CPUs (by the thread policy), huge pages and memory per cell, within the host's CPU and RAM
+    allocation ratios, with the PCI devices NUMA-local as their policy asks. Requests without
+    a NUMA topology pass everywhere."""
+
+    RUN_ON_REBUILD = False
+    # every instance of a multi-create takes CPUs and memory from the cells: check each one
+    run_filter_once_per_request = False
+
+    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+        return self._check(host_state, spec_obj, _Wanted.of(spec_obj))
+
+    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+        # the request's topology is worked out once for all hosts
+        wanted = _Wanted.of(spec_obj)
+        check = self._check
+        outcome = FilterOutcome()
+        for host in host_states:
+            result = check(host, spec_obj, wanted)
+            if result:
+                outcome.passed.append(host)
+            else:
+                outcome.rejected.append((host, result.reason))
+        return outcome
+
+    def _check(self, host_state: Any, spec_obj: Any, wanted: _Wanted) -> bool | Reject:
+        host_topology = numa.host_topology_of(host_state, host_state.numa_topology)
+
+        # nova's CPU-policy check comes first and looks at the flavor and image as given
+        if wanted.requires_smt and host_topology is not None and not host_topology.has_threads:
+            self._debug(
+                "%s fails CPU policy: no SMT siblings for thread policy require", host_state
+            )
+            return NO_SMT
+        if wanted.invalid is not None:
+            return wanted.invalid
+        if wanted.topology is None:
+            return True
+        if host_topology is None:
+            self._debug("%s fails NUMA topology: the host reports none", host_state)
+            return NO_HOST_TOPOLOGY
+
+        limits = numa.Limits(
+            cpu_allocation_ratio=host_state.cpu_allocation_ratio or DEFAULT_CPU_RATIO,
+            ram_allocation_ratio=host_state.ram_allocation_ratio or DEFAULT_RAM_RATIO,
+        )
+        requests = wanted.pci_requests
+        pools = pci.pools_of(host_state, host_state.pci_stats)
+        # without PCI requests, keep the cells that have PCI devices for those who need them
+        pci_nodes = None if requests else frozenset(pci.pool_numa_nodes(pools))
+        key = (host_topology, limits, pci_nodes)
+        fitter = wanted.fits.get(key)
+        if fitter is None:
+            fitter = numa.HostFit(host_topology, wanted.topology, limits, pci_nodes)
+            wanted.fits[key] = fitter
+        if not fitter.possible:
+            # no candidate can fit: as nova, the host is left with none
+            if wanted.from_placement and host_state.uuid in spec_obj.allocation_candidates:
+                spec_obj.allocation_candidates[host_state.uuid] = []
+            self._debug("%s fails NUMA topology: %s", host_state, fitter.reason)
+            return Reject(fitter.reason or "does not fit")
+
+        sockets = {cell.id: cell.socket for cell in host_topology.cells}
+
+        def fits(mapping: Any) -> numa.FitResult:
+            if not requests:
+                return fitter.fit()
+            return fitter.fit(
+                lambda cell_ids: pci.support_requests(pools, requests, mapping, cell_ids, sockets)
+            )
+
+        if not wanted.from_placement:
+            # no allocation candidates (rebuild, or no Placement): fit the host itself
+            result = fits(None)
+            if not result:
+                self._debug("%s fails NUMA topology: %s", host_state, result.reason)
+                return Reject(result.reason or "does not fit")
+        else:
+            candidates = spec_obj.candidates_for(host_state)
+            good: list[dict[str, Any]] = []
+            # the answer depends on a candidate only through its PCI providers
+            answers: dict[Any, numa.FitResult] = {}
+            result = None
+            for candidate in candidates:
+                mapping = candidate.get("mappings")
+                key = pci.placement_signature(mapping, requests) if requests else None
+                result = answers.get(key)
+                if result is None:
+                    result = answers[key] = fits(mapping)
+                if result:
+                    good.append(candidate)
+            if len(good) != len(candidates) and host_state.uuid:
+                spec_obj.allocation_candidates[host_state.uuid] = good
+            if not good:
+                if result is None:
+                    # the host has no candidate of its own: say whether it would fit at all
+                    result = fits(None)
+                    if result:
+                        return NO_CANDIDATE
+                self._debug("%s fails NUMA topology: %s", host_state, result.reason)
+                return Reject(result.reason or "does not fit")
+
+        spec_obj.set_host_limit(host_state, "numa_topology", limits.to_dict())
+        return True
+
+    @staticmethod
+    def _debug(message: str, host_state: Any, *args: Any) -> None:
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(message, host_state, *args)

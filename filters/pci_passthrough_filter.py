@@ -1,0 +1,96 @@
+"""PciPassthroughFilter: only hosts with free PCI devices for every PCI request.
+
+The matching rules live in ``scheduler/pci.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from filters import BaseHostFilter, FilterOutcome, Reject
+from scheduler import pci
+
+LOG = logging.getLogger(__name__)
+
+NO_PCI_DEVICES = Reject("host has no PCI devices")
+NO_CANDIDATE = Reject("no allocation candidate left")
+
+
+class PciPassthroughFilter(BaseHostFilter):
+    """Passes hosts whose free PCI devices (by vendor, product and tags such as the physical
+    network) can satisfy every PCI request of the instance: flavor aliases and SR-IOV ports.
+    Requests without PCI devices pass everywhere."""
+
+    RUN_ON_REBUILD = False
+    # every instance of a multi-create takes devices: check each one
+    run_filter_once_per_request = False
+
+    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+        requests = list(spec_obj.pci_requests or [])
+        if not requests:
+            return True
+        return self._check(host_state, spec_obj, requests)
+
+    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+        requests = list(spec_obj.pci_requests or [])
+        outcome = FilterOutcome()
+        if not requests:
+            outcome.passed.extend(host_states)
+            return outcome
+        for host in host_states:
+            result = self._check(host, spec_obj, requests)
+            if result:
+                outcome.passed.append(host)
+            else:
+                outcome.rejected.append((host, result.reason))
+        return outcome
+
+    def _check(
+        self, host_state: Any, spec_obj: Any, requests: list[dict[str, Any]]
+    ) -> bool | Reject:
+        pools = pci.pools_of(host_state, host_state.pci_stats)
+        if not pools:
+            self._debug(host_state, requests)
+            return NO_PCI_DEVICES
+
+        if not spec_obj.allocation_candidates:
+            # no allocation candidates (rebuild, or no Placement): check the host itself
+            failed = pci.first_unsupported(pools, requests)
+            if failed is not None:
+                self._debug(host_state, requests)
+                return Reject(pci.request_reason(failed))
+            return True
+
+        candidates = spec_obj.candidates_for(host_state)
+        good: list[dict[str, Any]] = []
+        # the answer depends on a candidate only through the providers of its PCI groups
+        answers: dict[Any, Any] = {}
+        failed: Any = None
+        for candidate in candidates:
+            mapping = candidate.get("mappings")
+            key = pci.placement_signature(mapping, requests)
+            if key not in answers:
+                answers[key] = pci.first_unsupported(pools, requests, mapping)
+            failed = answers[key]
+            if failed is None:
+                good.append(candidate)
+        if len(good) != len(candidates) and host_state.uuid:
+            spec_obj.allocation_candidates[host_state.uuid] = good
+        if good:
+            return True
+        self._debug(host_state, requests)
+        if not candidates:
+            failed = pci.first_unsupported(pools, requests)
+            if failed is None:
+                return NO_CANDIDATE
+        return Reject(pci.request_reason(failed))
+
+    @staticmethod
+    def _debug(host_state: Any, requests: list[dict[str, Any]]) -> None:
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(
+                "%(host_state)s doesn't have the required PCI devices (%(requests)s)",
+                {"host_state": host_state, "requests": requests},
+            )
