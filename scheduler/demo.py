@@ -251,6 +251,26 @@ def _scenarios(client, ctx_cls, fleet, args) -> list[Outcome]:
         scheduler_hints={"group": [group.uuid]},
     )
 
+    print("\n== explain: a dry run asked of the running scheduler over RPC ==")
+    from scheduler.explain import render_text
+
+    ctx = ctx_cls(
+        user_id="75736572-0000-4000-8000-000000000001",
+        project_id="6f70656e-7374-6163-6b00-70726f6a6563",
+        request_id=f"req-{uuidlib.uuid4()}",
+    )
+    from scheduler.objects import RequestSpec
+
+    spec = RequestSpec(
+        flavor=_flavor("m1.small", 2, 2048, 20),
+        project_id=ctx.project_id,
+        user_id=ctx.user_id,
+        image=ImageMeta(name="ubuntu-arm64", properties={"hw_architecture": "aarch64"}),
+        availability_zone=az,
+    )
+    doc = client.explain_destinations(ctx, spec)
+    print(render_text(doc, limit=6))
+
     print(f"\n== A stream of {args.boots} random boots ==")
     rng = random.Random(args.seed)
     flavors = [small, medium, _flavor("m1.large", 8, 16384, 80)]
