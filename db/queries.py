@@ -233,6 +233,112 @@ def get_compute_services(
     return rows
 
 
+# The columns HostState reads, in the order ``get_compute_node_rows`` returns them: the host
+# cache unpacks plain tuples instead of building a dict per row.
+COMPUTE_NODE_COLUMNS = (
+    "uuid",
+    "host",
+    "hypervisor_hostname",
+    "memory_mb",
+    "free_ram_mb",
+    "free_disk_gb",
+    "disk_available_least",
+    "local_gb",
+    "local_gb_used",
+    "vcpus",
+    "vcpus_used",
+    "numa_topology",
+    "pci_stats",
+    "host_ip",
+    "hypervisor_type",
+    "hypervisor_version",
+    "cpu_info",
+    "supported_instances",
+    "stats",
+    "metrics",
+    "cpu_allocation_ratio",
+    "ram_allocation_ratio",
+    "disk_allocation_ratio",
+    "updated_at",
+    "created_at",
+    "deleted",
+)
+# What ComputeFilter, minimum_compute_version and the service dict of a HostState need.
+SERVICE_COLUMNS = (
+    "id",
+    "uuid",
+    "host",
+    "binary",
+    "topic",
+    "report_count",
+    "disabled",
+    "disabled_reason",
+    "last_seen_up",
+    "forced_down",
+    "version",
+    "created_at",
+    "updated_at",
+    "deleted_at",
+    "deleted",
+)
+_CN_COLS = [_CN.c[name] for name in COMPUTE_NODE_COLUMNS]
+_SVC_COLS = [_SVC.c[name] for name in SERVICE_COLUMNS]
+_CN_REPORTED = sa.select(*_CN_COLS).where(_CN.c.updated_at >= sa.bindparam("since"))
+
+
+def get_compute_node_rows(
+    cell_engine: Engine,
+    *,
+    updated_since: datetime.datetime | None = None,
+    reported_since: datetime.datetime | None = None,
+) -> list[tuple[Any, ...]]:
+    """Compute-node rows as tuples of ``COMPUTE_NODE_COLUMNS`` (``deleted`` as stored: 0 is live).
+
+    No argument: the live rows. ``updated_since``: the rows created, updated or soft-deleted at
+    or after that time, deleted ones included. ``reported_since``: only the rows whose
+    ``updated_at`` is at or after that time (an index range scan; creations and deletions are
+    not seen, the caller reads them with ``updated_since`` now and then).
+    """
+    if reported_since is not None:
+        # the per-request read: one prepared statement (building it costs more than running
+        # it when nothing changed)
+        with cell_engine.connect() as conn:
+            result = conn.execute(_CN_REPORTED, {"since": _naive_utc(reported_since)})
+            return [tuple(r) for r in result]
+    stmt = sa.select(*_CN_COLS)
+    if updated_since is not None:
+        stmt = stmt.where(_changed_since(_CN, updated_since))
+    else:
+        stmt = stmt.where(_CN.c.deleted == 0)
+    with cell_engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(stmt)]
+
+
+def get_compute_service_rows(
+    cell_engine: Engine, updated_since: datetime.datetime | None = None
+) -> list[tuple[Any, ...]]:
+    """``nova-compute`` service rows as tuples of ``SERVICE_COLUMNS`` (``deleted`` as stored).
+
+    Without ``updated_since``: the live rows. With it: the rows created, updated, heard from or
+    soft-deleted at or after that time, deleted ones included.
+    """
+    stmt = sa.select(*_SVC_COLS).where(_SVC.c.binary == "nova-compute")
+    if updated_since is None:
+        stmt = stmt.where(_SVC.c.deleted == 0)
+    else:
+        since = _naive_utc(updated_since)
+        stmt = stmt.where(
+            sa.or_(
+                _SVC.c.updated_at >= since,
+                _SVC.c.created_at >= since,
+                _SVC.c.last_seen_up >= since,
+                _SVC.c.deleted_at >= since,
+            )
+        )
+    with cell_engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(stmt)]
+
+
 def get_instance_uuids_by_host(
     cell_engine: Engine, hosts: list[str] | None = None
 ) -> dict[str, set[str]]:

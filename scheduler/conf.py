@@ -120,6 +120,15 @@ scheduler_opts = [
         help="caching_scheduler: seconds between refreshes of its host states (0 means 60, "
         "a negative value never refreshes after start-up), as nova's CachingScheduler had.",
     ),
+    cfg.FloatOpt(
+        "service_refresh_interval",
+        default=1.0,
+        min=0.0,
+        help="Seconds between reads of a cell's service rows (heartbeats, enable/disable) and "
+        "of compute nodes created or deleted, on the request path; compute-node usage reports "
+        "are read on every request. 0 reads everything on every request. nova's own tolerance "
+        "for heartbeats is service_down_time.",
+    ),
     cfg.IntOpt(
         "aggregate_cache_ttl",
         default=30,

@@ -1,10 +1,18 @@
 """HostManager: the in-memory view of the compute nodes of every enabled cell.
 
 HostStates live in a cache keyed by compute-node uuid. Each request refreshes, per cell, only
-the rows changed since the last read (compute nodes, services; soft-deleted rows drop out),
-reading the cells in parallel with a per-cell timeout: a cell that fails or does not answer in
-time is skipped with a warning and the request goes on with the others. A host this scheduler
-consumed from keeps that consumption until its compute node reports newer data.
+the rows changed since the last read, reading the cells in parallel with a per-cell timeout: a
+cell that fails or does not answer in time is skipped with a warning and the request goes on
+with the others. A host this scheduler consumed from keeps that consumption until its compute
+node reports newer data.
+
+Two kinds of read keep a cell current. Every request reads the compute nodes whose
+``updated_at`` moved (usage reports: an index range scan). At most every
+``window_read_interval`` seconds (and whenever every host is asked for) a request reads the
+whole window instead: services (heartbeats, enable/disable, forced down), compute nodes created
+or soft-deleted. Neither table has an index on those columns, and nova-compute heartbeats
+every 10 s, so reading them on every request would re-read most service rows of the cell per
+request. nova's own tolerance for a heartbeat is ``service_down_time`` (60 s).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import datetime
 import logging
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -19,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import db
+from db import queries
 from scheduler.conf import CONF
 from scheduler.host_state import HostState
 from scheduler.instance_tracker import InstanceTracker
@@ -35,6 +45,25 @@ _WATERMARK_SLACK = datetime.timedelta(seconds=5)
 # a writer's clock lags ours by more than the slack, and drops soft-deleted services, which the
 # incremental service query cannot see.
 _FULL_RESYNC_SECONDS = 300.0
+# How often (at most) a request reads the whole change window of a cell (services, compute
+# nodes created or deleted); HostManager.window_read_interval, from
+# ``[scheduler] service_refresh_interval`` once that option is registered.
+_WINDOW_READ_SECONDS = 1.0
+
+_SVC_DELETED = queries.SERVICE_COLUMNS.index("deleted")
+_SVC_HOST = queries.SERVICE_COLUMNS.index("host")
+_SVC_COLUMNS = queries.SERVICE_COLUMNS
+_SVC_BOOLS = ("disabled", "forced_down", "deleted")
+_SVC_LAST_SEEN = queries.SERVICE_COLUMNS.index("last_seen_up")
+_SVC_UPDATED = queries.SERVICE_COLUMNS.index("updated_at")
+_SVC_REPORTS = queries.SERVICE_COLUMNS.index("report_count")
+_HEARTBEAT_COLUMNS = frozenset({"last_seen_up", "updated_at", "report_count"})
+# (index, name, is_bool) of the columns a heartbeat does not change
+_SVC_STABLE = tuple(
+    (i, name, name in _SVC_BOOLS)
+    for i, name in enumerate(queries.SERVICE_COLUMNS)
+    if name not in _HEARTBEAT_COLUMNS
+)
 
 
 def _utcnow() -> datetime.datetime:
@@ -54,10 +83,18 @@ class _CellView:
     """What we hold of one cell: its HostStates and how far we have read it."""
 
     cell: Cell
-    hosts: dict[str, HostState] = field(default_factory=dict)  # by compute-node uuid
+    # by compute-node uuid. Copy-on-write: a read that adds or removes hosts publishes a new
+    # dict, so a request iterates the one it got without a copy and without the lock.
+    hosts: dict[str, HostState] = field(default_factory=dict)
     services: dict[str, dict[str, Any]] = field(default_factory=dict)  # by host name
-    # (our clock) when the last successful read started; None until the first one
+    # the hosts that have a service record (those a request may get), by uuid; rebuilt
+    # with ``hosts`` or when a service comes or goes, never modified once published
+    servable: dict[str, HostState] = field(default_factory=dict)
+    # (our clock) when the last successful window read started; None until the first one
     read_started_at: datetime.datetime | None = None
+    # (our clock) when the last successful read of compute-node reports started
+    nodes_read_started_at: datetime.datetime | None = None
+    window_read_at: float = 0.0  # time.monotonic() of the last window read
     full_read_at: float = 0.0  # time.monotonic() of the last whole read
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -67,6 +104,7 @@ class _CellRead(NamedTuple):
 
     view: _CellView
     hosts: dict[str, HostState]
+    servable: dict[str, HostState]
 
 
 class HostManager:
@@ -91,13 +129,17 @@ class HostManager:
         self._host_aggregates: dict[str, list[Aggregate]] = {}
         self._aggregates_loaded_at = 0.0
         self._aggregates_lock = threading.Lock()
-        self._inflight: dict[str, concurrent.futures.Future] = {}
+        self._inflight: dict[tuple[str, bool], concurrent.futures.Future] = {}
         self._inflight_lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=conf.cell_worker_thread_pool_size, thread_name_prefix="cell-read"
         )
         self.cells: dict[str, Cell] = {}
         self.enabled_cells: dict[str, Cell] = {}
+        # seconds between window reads of a cell on the request path (0: every request)
+        self.window_read_interval = float(
+            getattr(conf.scheduler, "service_refresh_interval", _WINDOW_READ_SECONDS)
+        )
         # per-host instance lists kept current by nova-compute's casts (nova's _instance_info)
         self.instance_tracker = InstanceTracker(conf, loader=self._read_host_instances)
         self.refresh_cells_caches()
@@ -227,82 +269,129 @@ class HostManager:
                 view = self._views[cell.uuid] = _CellView(cell=cell)
             return view
 
-    def _refresh_cell(self, cell: Cell) -> _CellRead:
-        """Read what changed in one cell since the last read and apply it to its HostStates.
+    def _refresh_cell(self, cell: Cell, window: bool = False) -> _CellRead:
+        """Read what changed in one cell and apply it to its HostStates.
 
-        Returns the cell's view and a snapshot of its HostStates taken under the cell's lock,
-        so that callers can iterate it while another request refreshes the same cell.
+        ``window`` forces a read of the whole change window (services, creations,
+        deletions) even if the last one is recent. Returns the cell's view and its HostStates
+        at that moment (a dict no one modifies), so callers can iterate it while another
+        request refreshes the same cell.
         """
         view = self._view(cell)
         with view.lock:
             engine = db.get_engine(cell.database_connection)
             started = _utcnow()
-            full = (
-                view.read_started_at is None
-                or time.monotonic() - view.full_read_at >= _FULL_RESYNC_SECONDS
-            )
-            since = None if full else view.read_started_at - _WATERMARK_SLACK
-            services = db.get_compute_services(engine, updated_since=since)
-            nodes = db.get_compute_nodes(engine, updated_since=since)
-            if full:
-                self._apply_full_read(view, services, nodes)
+            now = time.monotonic()
+            full = view.read_started_at is None or now - view.full_read_at >= _FULL_RESYNC_SECONDS
+            if full or window or now - view.window_read_at >= self.window_read_interval:
+                since = None if full else view.read_started_at - _WATERMARK_SLACK
+                services = queries.get_compute_service_rows(engine, updated_since=since)
+                nodes = queries.get_compute_node_rows(engine, updated_since=since)
+                if full:
+                    self._apply_full_read(view, services, nodes)
+                else:
+                    self._apply_changes(view, services, nodes)
+                view.read_started_at = started
+                # from the end of the read: a read slower than the interval must not make
+                # every request a window read
+                view.window_read_at = time.monotonic()
+                if full:
+                    view.full_read_at = now
             else:
-                self._apply_changes(view, services, nodes)
-            view.read_started_at = started
-            if full:
-                view.full_read_at = time.monotonic()
-            return _CellRead(view, dict(view.hosts))
+                since = (view.nodes_read_started_at or view.read_started_at) - _WATERMARK_SLACK
+                nodes = queries.get_compute_node_rows(engine, reported_since=since)
+                if nodes:
+                    self._apply_changes(view, [], nodes)
+            view.nodes_read_started_at = started
+            return _CellRead(view, view.hosts, view.servable)
 
     def _apply_full_read(
-        self, view: _CellView, services: list[dict[str, Any]], nodes: list[dict[str, Any]]
+        self, view: _CellView, services: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]]
     ) -> None:
         # what the whole read does not return is gone (deleted rows are not in it)
-        view.services = {row["host"]: row for row in services}
-        live = {row["uuid"] for row in nodes if row.get("uuid")}
-        for uuid in [u for u in view.hosts if u not in live]:
-            del view.hosts[uuid]
-        for hs in view.hosts.values():
+        view.services = {row[_SVC_HOST]: _service_dict(row) for row in services}
+        live = {row[0] for row in nodes if row[0]}
+        hosts = {u: hs for u, hs in view.hosts.items() if u in live}
+        for hs in hosts.values():
             hs.service = view.services.get(hs.host) or {}
         for row in nodes:
-            self._apply_node(view, row)
+            self._apply_node(view, hosts, row)
+        view.hosts = hosts
+        view.servable = {u: hs for u, hs in hosts.items() if hs.service}
 
     def _apply_changes(
-        self, view: _CellView, services: list[dict[str, Any]], nodes: list[dict[str, Any]]
+        self, view: _CellView, services: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]]
     ) -> None:
         changed_hosts: set[str] = set()
         # deleted rows first: a host whose old service was deleted and a new one created
         # (nova-compute re-registering) must end up with the new one
-        for row in sorted(services, key=lambda r: not r.get("deleted")):
-            if row.get("deleted"):
-                if view.services.pop(row["host"], None) is not None:
-                    changed_hosts.add(row["host"])
+        for row in sorted(services, key=lambda r: not r[_SVC_DELETED]):
+            host = row[_SVC_HOST]
+            if row[_SVC_DELETED]:
+                if view.services.pop(host, None) is not None:
+                    changed_hosts.add(host)
                 continue
-            view.services[row["host"]] = row
-            changed_hosts.add(row["host"])
+            known = view.services.get(host)
+            if known is not None and _only_heartbeat_changed(known, row):
+                # most re-read rows: a heartbeat, applied in place (one key at a time; a
+                # filter reading the dict meanwhile sees the old or the new value)
+                known["last_seen_up"] = row[_SVC_LAST_SEEN]
+                known["updated_at"] = row[_SVC_UPDATED]
+                known["report_count"] = row[_SVC_REPORTS]
+                continue
+            view.services[host] = _service_dict(row)
+            changed_hosts.add(host)
+        hosts = view.hosts
+        copied = False
         for row in nodes:
-            if row.get("deleted"):
-                if row.get("uuid"):
-                    view.hosts.pop(row["uuid"], None)
+            uuid = row[0]
+            if not uuid:
                 continue
-            self._apply_node(view, row)
+            hs = hosts.get(uuid)
+            if row[-1]:  # deleted
+                if hs is not None:
+                    if not copied:
+                        hosts, copied = dict(hosts), True
+                    del hosts[uuid]
+                continue
+            if hs is not None and hs.host == row[1] and hs.nodename == row[2]:
+                # the common case: a known node reports again
+                hs.update_from_row(row)
+                continue
+            if not copied:
+                hosts, copied = dict(hosts), True
+            self._apply_node(view, hosts, row)
         if changed_hosts:
-            for hs in view.hosts.values():
+            for hs in hosts.values():
                 if hs.host in changed_hosts:
                     hs.service = view.services.get(hs.host) or {}
+        if copied:
+            view.hosts = hosts
+        if copied or changed_hosts:
+            view.servable = {u: hs for u, hs in hosts.items() if hs.service}
 
-    def _apply_node(self, view: _CellView, row: dict[str, Any]) -> None:
-        uuid = row.get("uuid")
+    def _apply_node(
+        self, view: _CellView, hosts: dict[str, HostState], row: tuple[Any, ...]
+    ) -> None:
+        """Apply a live compute-node row to ``hosts`` (a dict not yet published)."""
+        uuid, host, nodename = row[0], row[1], row[2]
         if not uuid:
             return
-        service = view.services.get(row["host"]) or {}
-        aggregates = self.aggregates_for_host(row["host"])
-        hs = view.hosts.get(uuid)
+        hs = hosts.get(uuid)
         # A node whose usage is not reported yet keeps uuid None, as in nova: it goes
         # through the filters but has no allocation candidates, so it is never claimed.
-        if hs is None or hs.host != row["host"] or hs.nodename != row["hypervisor_hostname"]:
-            hs = HostState(row["host"], row["hypervisor_hostname"], view.cell.uuid)
-            view.hosts[uuid] = hs
-        hs.update(compute=row, service=service, aggregates=aggregates)
+        if hs is None or hs.host != host or hs.nodename != nodename:
+            hs = HostState(host, nodename, view.cell.uuid)
+            hosts[uuid] = hs
+            # not published yet: no other thread can see it, so no lock (and none created)
+            hs._update_from_row(row)
+            hs.service = view.services.get(host) or {}
+            hs.aggregates = self.aggregates_for_host(host)
+            return
+        with hs._lock:
+            hs._update_from_row(row)
+            hs.service = view.services.get(host) or {}
+            hs.aggregates = self.aggregates_for_host(host)
 
     def get_host_states_by_uuids(
         self,
@@ -315,32 +404,38 @@ class HostManager:
         the request may use. Hosts whose compute node has no service record are skipped."""
         self._maybe_refresh_aggregates()
         cells = self._cells_for(spec)
-        reads = self._scatter_gather(cells, request_id)
-        wanted = None if compute_uuids is None else set(compute_uuids)
+        # every host: a rebuild, the caching scheduler's refresh, explain --all-hosts; they
+        # want the cell as it is now, not as of the last window read
+        reads = self._scatter_gather(cells, request_id, window=compute_uuids is None)
+        wanted = None if compute_uuids is None else dict.fromkeys(compute_uuids)
         out: list[HostState] = []
         for read in reads:
             if wanted is None:
-                items: Iterable[HostState] = read.hosts.values()
-            elif len(wanted) < len(read.hosts):
-                get = read.hosts.get
-                items = [hs for hs in (get(u) for u in wanted) if hs is not None]
+                items: list[HostState] = list(read.hosts.values())
+                found = list(read.servable.values())
             else:
-                items = [hs for u, hs in read.hosts.items() if u in wanted]
-            for hs in items:
-                if not hs.service:
-                    LOG.warning(
-                        "No compute service record found for host %(host)s in cell %(cell)s; "
-                        "skipping it",
-                        {"host": hs.host, "cell": read.view.cell.name},
-                    )
-                    continue
-                out.append(hs)
+                found = [hs for hs in map(read.servable.get, wanted) if hs is not None]
+                items = found
+                if len(read.servable) != len(read.hosts):
+                    items = [hs for hs in map(read.hosts.get, wanted) if hs is not None]
+            if len(found) != len(items):
+                for hs in items:
+                    if not hs.service:
+                        LOG.warning(
+                            "No compute service record found for host %(host)s in cell "
+                            "%(cell)s; skipping it",
+                            {"host": hs.host, "cell": read.view.cell.name},
+                        )
+            out.extend(found)
         if spec is not None and _needs_instances(spec):
             self._load_instances([r.view for r in reads], out)
         return out
 
-    def _scatter_gather(self, cells: list[Cell], request_id: str | None = None) -> list[_CellRead]:
-        """Refresh these cells in parallel; those that fail or time out are left out."""
+    def _scatter_gather(
+        self, cells: list[Cell], request_id: str | None = None, window: bool = False
+    ) -> list[_CellRead]:
+        """Refresh these cells in parallel; those that fail or time out are left out.
+        ``window``: read each cell's whole change window (see ``_refresh_cell``)."""
         if not cells:
             return []
         timeout = self.conf.scheduler.cell_timeout
@@ -350,10 +445,11 @@ class HostManager:
                 # A read still running (a slow cell a previous request gave up on) is joined
                 # rather than queued behind: otherwise a stuck cell fills the pool with
                 # waiting reads and starves the healthy cells.
-                fut = self._inflight.get(cell.uuid)
+                key = (cell.uuid, window)
+                fut = self._inflight.get(key)
                 if fut is None or fut.done():
-                    fut = self._executor.submit(self._refresh_cell, cell)
-                    self._inflight[cell.uuid] = fut
+                    fut = self._executor.submit(self._refresh_cell, cell, window)
+                    self._inflight[key] = fut
                 futures[fut] = cell
         done, not_done = concurrent.futures.wait(futures, timeout=timeout)
         reads: list[_CellRead] = []
@@ -419,7 +515,8 @@ class HostManager:
         service is known), from the cached service rows (owner_nova_filter asks it)."""
         views = [v for u, v in list(self._views.items()) if u in self.enabled_cells]
         if not views or not any(v.services for v in views):
-            views = [r.view for r in self._scatter_gather(list(self.enabled_cells.values()))]
+            cells = list(self.enabled_cells.values())
+            views = [r.view for r in self._scatter_gather(cells, window=True)]
         versions = [
             row["version"]
             for view in views
@@ -472,7 +569,7 @@ class HostManager:
     ) -> list[HostState]:
         """Compute nodes for a forced or requested destination (refreshing the cells)."""
         out = []
-        for read in self._scatter_gather(self._cells_for(spec)):
+        for read in self._scatter_gather(self._cells_for(spec), window=True):
             for hs in read.hosts.values():
                 if host is not None and hs.host != host:
                     continue
@@ -483,6 +580,29 @@ class HostManager:
 
     def stop(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _only_heartbeat_changed(known: dict[str, Any], row: tuple[Any, ...]) -> bool:
+    """Whether ``row`` differs from the cached service dict only in heartbeat columns."""
+    for i, name, is_bool in _SVC_STABLE:
+        value = row[i]
+        if is_bool:
+            value = bool(value)
+        if known.get(name) != value:
+            return False
+    return True
+
+
+def _service_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A service row as the dict filters read (nova's field names)."""
+    service = dict(zip(_SVC_COLUMNS, row, strict=True))
+    for name in _SVC_BOOLS:
+        service[name] = bool(service[name])
+    for name in ("binary", "topic"):
+        value = service[name]
+        if isinstance(value, str):
+            service[name] = sys.intern(value)
+    return service
 
 
 def _needs_instances(spec: RequestSpec) -> bool:

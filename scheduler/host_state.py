@@ -2,7 +2,12 @@
 
 Filters and weighers read these attributes by nova's names; a filter written for nova reads
 the same values here. Updates from the cell database and consumption by a scheduling
-decision are serialized per (host, node) with oslo.concurrency's lockutils, as nova's are.
+decision are serialized per HostState (one per (host, node)), as nova's are.
+
+At cloud scale (100k hosts) most of a HostState's memory would be JSON decoded per host that
+many hosts share (cpu_info, supported_instances, metrics, the keys and small values of
+stats): decoded values are memoised by their text, so identical reports share one object.
+Shared values are read-only; consumption replaces them (numa_topology, pci_stats).
 """
 
 from __future__ import annotations
@@ -10,14 +15,19 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import sys
+import threading
 from typing import Any
 
 from oslo_concurrency import lockutils
 
+from db.queries import COMPUTE_NODE_COLUMNS
 from scheduler import numa, pci
 from scheduler.objects import Aggregate, RequestSpec
 
 LOG = logging.getLogger(__name__)
+# serializes the first use of each HostState's lock (see HostState._lock)
+_LOCK_CREATION = threading.Lock()
 
 
 def _utcnow() -> datetime.datetime:
@@ -35,6 +45,55 @@ def _json_or(value: Any, default: Any) -> Any:
     return value
 
 
+# text -> decoded value, shared by every HostState whose report has the same text
+_DECODED: dict[str, Any] = {}
+_TEXTS: dict[str, str] = {}
+_DECODED_MAX = 20_000
+_MISSING = object()
+
+
+def _shared_json(value: Any, default: Any) -> Any:
+    """``_json_or``, memoised by text: hosts that report the same JSON share one value."""
+    if not isinstance(value, str):
+        return _json_or(value, default)
+    hit = _DECODED.get(value, _MISSING)
+    if hit is _MISSING:
+        hit = _json_or(value, _MISSING)
+        if hit is _MISSING:
+            return default
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()  # a fleet with that many distinct reports gains nothing from it
+        _DECODED[sys.intern(value) if len(value) < 64 else value] = hit
+    return default if hit is None else hit
+
+
+def _shared_text(value: Any) -> Any:
+    """One string object for every host reporting the same text (cpu_info, hypervisor_type)."""
+    if not isinstance(value, str):
+        return value
+    hit = _TEXTS.get(value)
+    if hit is None:
+        if len(_TEXTS) >= _DECODED_MAX:
+            _TEXTS.clear()
+        _TEXTS[value] = hit = value
+    return hit
+
+
+def _stats_dict(value: Any) -> dict[str, Any]:
+    """Decoded ``stats`` with interned keys and small values: stats differ per host (counts),
+    but their keys and most values repeat across the fleet."""
+    stats = _json_or(value, {}) or {}
+    if not isinstance(stats, dict):
+        return {}
+    intern = sys.intern
+    return {
+        (intern(k) if isinstance(k, str) else k): (
+            intern(v) if isinstance(v, str) and len(v) <= 40 else v
+        )
+        for k, v in stats.items()
+    }
+
+
 class HostState:
     """Mutable information about one compute node (host, nodename)."""
 
@@ -43,8 +102,7 @@ class HostState:
         "nodename",
         "uuid",
         "cell_uuid",
-        "_lock_name",
-        "_lock",
+        "_lock_obj",
         "total_usable_ram_mb",
         "free_ram_mb",
         "total_usable_disk_gb",
@@ -83,11 +141,11 @@ class HostState:
         self.nodename = nodename
         self.uuid: str | None = None
         self.cell_uuid = cell_uuid
-        self._lock_name = f"{host}-{nodename}"
-        # lockutils' named semaphore for (host, node), held for the HostState's life: the
-        # same lock any ``lockutils.lock(name)`` in this process gets, without lockutils
-        # building a new semaphore on every acquisition (~25 us each, at 10k hosts).
-        self._lock = lockutils.internal_lock(self._lock_name)
+        # Updates and consumption of one (host, node) are serialized by lockutils' lock named
+        # ``host-node``, as nova's are. A named semaphore costs ~60 us and ~1 KB, so it is made
+        # on first use: a HostState the cache has not published yet needs none, and most hosts
+        # are never updated or consumed again after the first read (100k hosts: ~100 MB saved).
+        self._lock_obj: Any = None
         self.total_usable_ram_mb = 0
         self.free_ram_mb = 0
         self.total_usable_disk_gb = 0
@@ -120,6 +178,21 @@ class HostState:
         self.compute_updated_at: datetime.datetime | None = None
         self.allocation_candidates: list[dict[str, Any]] = []
 
+    @property
+    def _lock_name(self) -> str:
+        return f"{self.host}-{self.nodename}"
+
+    @property
+    def _lock(self) -> Any:
+        lock = self._lock_obj
+        if lock is None:
+            with _LOCK_CREATION:
+                lock = self._lock_obj
+                if lock is None:
+                    # the same semaphore any lockutils.lock("host-node") in this process gets
+                    lock = self._lock_obj = lockutils.internal_lock(self._lock_name)
+        return lock
+
     # -- updates ----------------------------------------------------------------------------
     def update(
         self,
@@ -140,47 +213,82 @@ class HostState:
                 self.instances = instances
 
     def _update_from_compute_node(self, compute: dict[str, Any]) -> None:
-        updated_at = compute.get("updated_at") or compute.get("created_at")
+        self._update_from_row(tuple(compute.get(name) for name in COMPUTE_NODE_COLUMNS))
+
+    def update_from_row(self, row: tuple[Any, ...]) -> None:
+        """Apply a compute-node row given as a tuple of ``db.queries.COMPUTE_NODE_COLUMNS``
+        (under this host's lock)."""
+        with self._lock:
+            self._update_from_row(row)
+
+    def _update_from_row(self, row: tuple[Any, ...]) -> None:
+        (
+            uuid,
+            _host,
+            hypervisor_hostname,
+            memory_mb,
+            free_ram_mb,
+            free_disk_gb,
+            disk_available_least,
+            local_gb,
+            local_gb_used,
+            vcpus,
+            vcpus_used,
+            numa_topology,
+            pci_stats,
+            host_ip,
+            hypervisor_type,
+            hypervisor_version,
+            cpu_info,
+            supported_instances,
+            stats_text,
+            metrics,
+            cpu_allocation_ratio,
+            ram_allocation_ratio,
+            disk_allocation_ratio,
+            updated_at,
+            created_at,
+            _deleted,
+        ) = row
+        updated_at = updated_at or created_at
         # Keep our own consumption until the compute node reports something newer, as nova
         # does: between the claim and the compute's next report our view is the fresher one.
         if self.updated and updated_at and self.updated > updated_at:
             return
         self.compute_updated_at = updated_at
-        if compute.get("free_disk_gb") is None:
+        if free_disk_gb is None:
             # usage not reported yet: nova leaves such a node zeroed, with no uuid
             return
-        self.uuid = compute.get("uuid")
-        all_ram_mb = compute.get("memory_mb") or 0
-        free_gb = compute["free_disk_gb"]
-        least_gb = compute.get("disk_available_least")
-        if least_gb is not None:
-            free_gb = min(least_gb, free_gb)
+        self.uuid = uuid
+        free_gb = free_disk_gb
+        if disk_available_least is not None:
+            free_gb = min(disk_available_least, free_gb)
         self.free_disk_mb = free_gb * 1024
-        self.total_usable_disk_gb = compute.get("local_gb") or 0
-        self.disk_mb_used = (compute.get("local_gb_used") or 0) * 1024
-        self.total_usable_ram_mb = all_ram_mb
-        self.free_ram_mb = compute.get("free_ram_mb") or 0
-        self.vcpus_total = compute.get("vcpus") or 0
-        self.vcpus_used = compute.get("vcpus_used") or 0
+        self.total_usable_disk_gb = local_gb or 0
+        self.disk_mb_used = (local_gb_used or 0) * 1024
+        self.total_usable_ram_mb = memory_mb or 0
+        self.free_ram_mb = free_ram_mb or 0
+        self.vcpus_total = vcpus or 0
+        self.vcpus_used = vcpus_used or 0
         self.updated = updated_at
-        self.numa_topology = _json_or(compute.get("numa_topology"), None)
-        self.pci_stats = _json_or(compute.get("pci_stats"), None)
-        self.host_ip = compute.get("host_ip")
-        self.hypervisor_type = compute.get("hypervisor_type")
-        self.hypervisor_version = compute.get("hypervisor_version")
-        self.hypervisor_hostname = compute.get("hypervisor_hostname")
-        self.cpu_info = compute.get("cpu_info")
-        self.supported_instances = _json_or(compute.get("supported_instances"), []) or []
-        stats = _json_or(compute.get("stats"), {}) or {}
+        self.numa_topology = _shared_json(numa_topology, None)
+        self.pci_stats = _shared_json(pci_stats, None)
+        self.host_ip = host_ip
+        self.hypervisor_type = _shared_text(hypervisor_type)
+        self.hypervisor_version = hypervisor_version
+        self.hypervisor_hostname = hypervisor_hostname
+        self.cpu_info = _shared_text(cpu_info)
+        self.supported_instances = _shared_json(supported_instances, []) or []
+        stats = _stats_dict(stats_text)
         self.stats = stats
-        self.metrics = _json_or(compute.get("metrics"), []) or []
+        self.metrics = _shared_json(metrics, []) or []
         self.num_instances = _int(stats.get("num_instances"))
         self.num_io_ops = _int(stats.get("io_workload"))
         self.failed_builds = _int(stats.get("failed_builds"))
         # nova replaces a NULL or 0.0 ratio by the initial_*_allocation_ratio defaults
-        self.cpu_allocation_ratio = compute.get("cpu_allocation_ratio") or 4.0
-        self.ram_allocation_ratio = compute.get("ram_allocation_ratio") or 1.0
-        self.disk_allocation_ratio = compute.get("disk_allocation_ratio") or 1.0
+        self.cpu_allocation_ratio = cpu_allocation_ratio or 4.0
+        self.ram_allocation_ratio = ram_allocation_ratio or 1.0
+        self.disk_allocation_ratio = disk_allocation_ratio or 1.0
 
     def consume_from_request(self, spec_obj: RequestSpec) -> None:
         """Account for an instance placed here by this scheduler (under this host's lock)."""

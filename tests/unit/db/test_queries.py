@@ -333,3 +333,52 @@ def test_instance_uuids_by_host_skips_deleted(cell):
     assert db.get_instance_uuids_by_host(cell) == {"h1": {"i1", "i2"}, "h2": {"i3"}}
     assert db.get_instance_uuids_by_host(cell, hosts=["h2", "h9"]) == {"h2": {"i3"}}
     assert db.get_instance_uuids_by_host(cell, hosts=[]) == {}
+
+
+def test_compute_node_rows_are_tuples_and_reported_since_sees_only_updates(cell):
+    from db import queries
+
+    old = NOW - datetime.timedelta(hours=1)
+    with cell.begin() as conn:
+        conn.execute(
+            models.compute_nodes.insert(),
+            [
+                _node("stale", "u1", created_at=old, updated_at=old),
+                _node("fresh", "u2", created_at=old, updated_at=NOW, free_ram_mb=123),
+                _node("new", "u3", created_at=NOW, updated_at=None),
+                _node("gone", "u4", created_at=old, updated_at=old, deleted=4, deleted_at=NOW),
+            ],
+        )
+    since = NOW - datetime.timedelta(minutes=1)
+    cols = queries.COMPUTE_NODE_COLUMNS
+    live = {r[0]: dict(zip(cols, r, strict=True)) for r in queries.get_compute_node_rows(cell)}
+    assert set(live) == {"u1", "u2", "u3"}
+    assert (live["u2"]["host"], live["u2"]["free_ram_mb"]) == ("fresh", 123)
+    window = {r[0]: r[-1] for r in queries.get_compute_node_rows(cell, updated_since=since)}
+    assert window == {"u2": 0, "u3": 0, "u4": 4}
+    # the per-request read: the rows whose updated_at moved, nothing else
+    assert [r[0] for r in queries.get_compute_node_rows(cell, reported_since=since)] == ["u2"]
+
+
+def test_compute_service_rows_window_includes_heartbeats_and_deletions(cell):
+    from db import queries
+
+    old = NOW - datetime.timedelta(hours=1)
+    with cell.begin() as conn:
+        conn.execute(
+            models.services.insert(),
+            [
+                _service("quiet", created_at=old, updated_at=old, last_seen_up=old),
+                _service("beating", created_at=old, updated_at=old, last_seen_up=NOW),
+                _service("gone", created_at=old, updated_at=old, deleted=3, deleted_at=NOW),
+            ],
+        )
+    cols = queries.SERVICE_COLUMNS
+    live = [dict(zip(cols, r, strict=True)) for r in queries.get_compute_service_rows(cell)]
+    assert sorted(r["host"] for r in live) == ["beating", "quiet"]
+    since = NOW - datetime.timedelta(minutes=1)
+    window = {
+        r[cols.index("host")]: r[cols.index("deleted")]
+        for r in queries.get_compute_service_rows(cell, updated_since=since)
+    }
+    assert set(window) == {"beating", "gone"} and window["gone"] != 0

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 import db
-from db import models
+from db import models, queries
 from scheduler import host_manager as hm_mod
 from scheduler.conf import CONF
 from scheduler.host_manager import HostManager
@@ -125,8 +125,11 @@ class Env:
                 )
         return inst_uuid
 
-    def manager(self) -> HostManager:
+    def manager(self, window_read_interval: float = 0.0) -> HostManager:
+        """A HostManager; by default one that reads the whole change window on every
+        request (the tests of what a read sees), else at most every so many seconds."""
         hm = HostManager(conf=CONF, api_engine=self.api)
+        hm.window_read_interval = window_read_interval
         self.managers.append(hm)
         return hm
 
@@ -448,10 +451,10 @@ def test_an_unchanged_cell_rereads_only_the_slack_window(env, monkeypatch):
         env.add_host(c1, f"h{i}")
     hm = env.manager()
     calls = []
-    real_nodes, real_services = db.get_compute_nodes, db.get_compute_services
+    real_nodes, real_services = queries.get_compute_node_rows, queries.get_compute_service_rows
 
-    def nodes(engine, uuids=None, updated_since=None):
-        rows = real_nodes(engine, uuids=uuids, updated_since=updated_since)
+    def nodes(engine, updated_since=None, reported_since=None):
+        rows = real_nodes(engine, updated_since=updated_since, reported_since=reported_since)
         calls.append(("nodes", updated_since, len(rows)))
         return rows
 
@@ -460,8 +463,8 @@ def test_an_unchanged_cell_rereads_only_the_slack_window(env, monkeypatch):
         calls.append(("services", updated_since, len(rows)))
         return rows
 
-    monkeypatch.setattr(db, "get_compute_nodes", nodes)
-    monkeypatch.setattr(db, "get_compute_services", services)
+    monkeypatch.setattr(queries, "get_compute_node_rows", nodes)
+    monkeypatch.setattr(queries, "get_compute_service_rows", services)
 
     before = _utcnow()
     first = hm.get_host_states_by_uuids(None)
@@ -556,8 +559,9 @@ def _all(hm) -> dict:
     return {hs.uuid or hs.host: _snapshot(hs) for hs in hm.get_host_states_by_uuids(None)}
 
 
+@pytest.mark.parametrize("window", [0.0, 3600.0])
 @pytest.mark.parametrize("seed", range(4))
-def test_incremental_cache_matches_a_fresh_full_read_after_random_changes(env, seed):
+def test_incremental_cache_matches_a_fresh_full_read_after_random_changes(env, seed, window):
     rng = random.Random(seed)
     cells = [env.add_cell("cell1"), env.add_cell("cell2")]
     nodes: dict[str, tuple[str, str]] = {}  # uuid -> (cell, host)
@@ -580,7 +584,9 @@ def test_incremental_cache_matches_a_fresh_full_read_after_random_changes(env, s
     for _ in range(15):
         new_host()
     env.add_aggregate("agg", [f"h{i}" for i in range(1, 8)], {"availability_zone": "az1"})
-    cached = env.manager()
+    # window=3600: requests for candidates read only compute-node reports in between;
+    # asking for every host reads the whole window, which must catch up exactly
+    cached = env.manager(window_read_interval=window)
     _all(cached)
 
     for _step in range(12):
@@ -613,6 +619,7 @@ def test_incremental_cache_matches_a_fresh_full_read_after_random_changes(env, s
                 for n in [n for n, (_, h) in nodes.items() if h == host]:
                     env.delete_node(cell, n)
                     del nodes[n]
+        cached.get_host_states_by_uuids(sorted(nodes))  # a request for candidates
         incremental = _all(cached)
         fresh_hm = env.manager()
         fresh = _all(fresh_hm)
@@ -673,7 +680,7 @@ def test_a_slow_cell_is_skipped_and_does_not_starve_the_others(env, monkeypatch,
     env.add_host(slow, "h-slow")
     slow_url = str(env.cells[slow].url)
     release = threading.Event()
-    real = db.get_compute_services
+    real = queries.get_compute_service_rows
     calls = {"slow": 0}
 
     def services(engine, updated_since=None):
@@ -682,7 +689,7 @@ def test_a_slow_cell_is_skipped_and_does_not_starve_the_others(env, monkeypatch,
             release.wait(10)
         return real(engine, updated_since=updated_since)
 
-    monkeypatch.setattr(db, "get_compute_services", services)
+    monkeypatch.setattr(queries, "get_compute_service_rows", services)
     hm = env.manager()
     with caplog.at_level(logging.WARNING, logger="scheduler.host_manager"):
         for _ in range(3):
@@ -941,3 +948,86 @@ def test_tracked_hosts_skip_the_database_and_untracked_ones_read_it(env):
     # the next sync that matches the DB makes it trusted again
     assert hm.instance_tracker.sync_instance_info("h1", [i1]) is True
     assert hm.instance_tracker.instances_for("h1") == {i1: None}
+
+
+# ---------------------------------------------------------------- reads at cloud scale
+
+
+def test_requests_read_node_reports_at_once_and_services_at_the_window_interval(env):
+    c1 = env.add_cell("cell1")
+    u1 = env.add_host(c1, "h1")
+    u2 = env.add_host(c1, "h2")
+    hm = env.manager(window_read_interval=3600.0)
+    assert len(hm.get_host_states_by_uuids([u1, u2])) == 2
+    beat = _utcnow()
+    env.update_service(c1, "h1", last_seen_up=beat)
+    env.update_node(c1, u2, free_ram_mb=77)
+    u3 = env.add_host(c1, "h3", service={"created_at": _utcnow()}, created_at=_utcnow())
+    states = _by_host(hm.get_host_states_by_uuids([u1, u2, u3]))
+    # the usage report is applied now; the heartbeat and the new node wait for a window read
+    assert states["h2"].free_ram_mb == 77
+    assert states["h1"].service["last_seen_up"] == BASE
+    assert set(states) == {"h1", "h2"}
+    # asking for every host reads the whole window
+    states = _by_host(hm.get_host_states_by_uuids(None))
+    assert states["h1"].service["last_seen_up"] == beat
+    assert set(states) == {"h1", "h2", "h3"}
+    hm.window_read_interval = 0.0
+    env.update_service(c1, "h2", disabled=True, disabled_reason="maintenance")
+    states = _by_host(hm.get_host_states_by_uuids([u1, u2, u3]))
+    assert states["h2"].service["disabled"] is True
+
+
+def test_a_heartbeat_updates_the_cached_service_in_place_and_a_disable_replaces_it(env):
+    c1 = env.add_cell("cell1")
+    u = env.add_host(c1, "h1")
+    hm = env.manager()
+    (hs,) = hm.get_host_states_by_uuids([u])
+    before = hs.service
+    beat = _utcnow()
+    env.update_service(c1, "h1", last_seen_up=beat, report_count=2)
+    (hs,) = hm.get_host_states_by_uuids([u])
+    assert hs.service is before
+    assert (hs.service["last_seen_up"], hs.service["report_count"]) == (beat, 2)
+    env.update_service(c1, "h1", disabled=True, disabled_reason="x")
+    (hs,) = hm.get_host_states_by_uuids([u])
+    assert hs.service is not before
+    assert (hs.service["disabled"], hs.service["disabled_reason"]) == (True, "x")
+    assert before["disabled"] is False  # a request still holding the old dict sees no change
+
+
+def test_hosts_reporting_the_same_json_share_the_decoded_values(env):
+    c1 = env.add_cell("cell1")
+    ua = env.add_host(c1, "ha")
+    ub = env.add_host(c1, "hb", stats='{"num_instances": "3", "io_workload": "0"}')
+    hm = env.manager()
+    a, b = (_by_host(hm.get_host_states_by_uuids([ua, ub]))[h] for h in ("ha", "hb"))
+    assert a.cpu_info == b.cpu_info and a.cpu_info is b.cpu_info
+    assert a.supported_instances == [["x86_64", "kvm", "hvm"]]
+    assert a.supported_instances is b.supported_instances
+    assert a.stats is not b.stats
+    assert (a.num_io_ops, b.num_io_ops) == (1, 0)
+    key_a = next(k for k in a.stats if k == "num_instances")
+    key_b = next(k for k in b.stats if k == "num_instances")
+    assert key_a is key_b
+
+
+def test_duplicate_candidate_uuids_give_one_host_state_each(env):
+    c1 = env.add_cell("cell1")
+    u1 = env.add_host(c1, "h1")
+    u2 = env.add_host(c1, "h2")
+    hm = env.manager()
+    states = hm.get_host_states_by_uuids([u2, u1, u2, "not-a-node"])
+    assert [hs.host for hs in states] == ["h2", "h1"]
+
+
+def test_host_locks_are_lockutils_named_semaphores_made_on_first_use(env):
+    from oslo_concurrency import lockutils
+
+    c1 = env.add_cell("cell1")
+    u = env.add_host(c1, "h1")
+    hm = env.manager()
+    (hs,) = hm.get_host_states_by_uuids([u])
+    assert hs._lock_obj is None  # built unpublished: no lock needed, none made
+    hs.consume_from_request(_spec())
+    assert hs._lock_obj is lockutils.internal_lock(f"{hs.host}-{hs.nodename}")
