@@ -253,6 +253,21 @@ instances = sa.Table(
     mysql_charset="utf8",
 )
 
+# nova keeps each instance's image properties here as ``image_<property>`` keys
+instance_system_metadata = sa.Table(
+    "instance_system_metadata",
+    CELL_METADATA,
+    *_timestamps(),
+    *_soft_delete(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.String(255), nullable=False),
+    sa.Column("value", sa.String(255)),
+    sa.Column("instance_uuid", sa.String(36), nullable=False),
+    sa.Index("instance_uuid", "instance_uuid"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8",
+)
+
 __all__ = [
     "API_METADATA",
     "CELL_METADATA",
@@ -265,6 +280,7 @@ __all__ = [
     "instance_group_member",
     "instance_group_policy",
     "instance_groups",
+    "instance_system_metadata",
     "instances",
     "services",
 ]

@@ -358,6 +358,38 @@ def get_instance_uuids_by_host(
     return dict(out)
 
 
+def get_instance_details_by_host(
+    cell_engine: Engine, hosts: list[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{host: {instance uuid: {"instance_type_id", "image_properties"}}}`` of the live
+    instances on ``hosts``: the flavor id (TypeAffinityFilter) and the image properties nova
+    keeps in ``instance_system_metadata`` as ``image_<property>`` (ImagePropertiesWeigher)."""
+    sysmeta = models.instance_system_metadata
+    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    with cell_engine.connect() as conn:
+        for chunk in chunked(list(hosts)):
+            rows = conn.execute(
+                sa.select(_INST.c.host, _INST.c.uuid, _INST.c.instance_type_id).where(
+                    _INST.c.deleted == 0, _INST.c.host.in_(chunk)
+                )
+            ).all()
+            by_uuid: dict[str, dict[str, Any]] = {}
+            for host, uuid, type_id in rows:
+                entry = {"instance_type_id": type_id, "image_properties": {}}
+                out[host][uuid] = by_uuid[uuid] = entry
+            for uuids in chunked(list(by_uuid)):
+                meta = conn.execute(
+                    sa.select(sysmeta.c.instance_uuid, sysmeta.c.key, sysmeta.c.value).where(
+                        sysmeta.c.deleted == 0,
+                        sysmeta.c.instance_uuid.in_(uuids),
+                        sysmeta.c.key.like("image\\_%", escape="\\"),
+                    )
+                )
+                for uuid, key, value in meta:
+                    by_uuid[uuid]["image_properties"][key[len("image_") :]] = value
+    return dict(out)
+
+
 def get_minimum_service_version(cell_engine: Engine, binary: str = "nova-compute") -> int | None:
     """The lowest ``version`` among the live services of ``binary`` (None if there are none)."""
     stmt = sa.select(sa.func.min(_SVC.c.version)).where(

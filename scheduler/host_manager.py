@@ -142,6 +142,10 @@ class HostManager:
         )
         # per-host instance lists kept current by nova-compute's casts (nova's _instance_info)
         self.instance_tracker = InstanceTracker(conf, loader=self._read_host_instances)
+        # Set by the driver when a plugin needs more than the uuids of the instances on every
+        # host (TypeAffinityFilter: their flavor; ImagePropertiesWeigher: their image
+        # properties): instances are then read, with those details, for every request.
+        self.instance_details = False
         self.refresh_cells_caches()
         self.refresh_aggregates()
 
@@ -427,7 +431,7 @@ class HostManager:
                             {"host": hs.host, "cell": read.view.cell.name},
                         )
             out.extend(found)
-        if spec is not None and _needs_instances(spec):
+        if self.instance_details or (spec is not None and _needs_instances(spec)):
             self._load_instances([r.view for r in reads], out)
         return out
 
@@ -481,8 +485,10 @@ class HostManager:
         """Fill host.instances for the hosts of this request (needed by affinity filters,
         same/different host hints): one query per cell."""
         by_cell: dict[str, list[HostState]] = {}
+        details = self.instance_details
         for hs in hosts:
-            tracked = self.instance_tracker.instances_for(hs.host)
+            # the casts carry uuids only: with details asked for, read the database
+            tracked = None if details else self.instance_tracker.instances_for(hs.host)
             if tracked is not None:  # kept current by the compute's casts
                 hs.instances = tracked
             else:
@@ -494,12 +500,18 @@ class HostManager:
             try:
                 engine = db.get_engine(view.cell.database_connection)
                 names = sorted({hs.host for hs in cell_hosts})
-                uuids_by_host = db.get_instance_uuids_by_host(engine, names)
+                if details:
+                    by_host = db.get_instance_details_by_host(engine, names)
+                else:
+                    uuids_by_host = db.get_instance_uuids_by_host(engine, names)
             except Exception as exc:
                 LOG.warning("Could not read instances of cell %s: %s", view.cell.name, exc)
                 continue
             for hs in cell_hosts:
-                hs.instances = {u: None for u in uuids_by_host.get(hs.host, ())}
+                if details:
+                    hs.instances = dict(by_host.get(hs.host, {}))
+                else:
+                    hs.instances = {u: None for u in uuids_by_host.get(hs.host, ())}
 
     def _read_host_instances(self, host: str) -> list[str] | None:
         """The instance uuids of one host from its cell database (the instance tracker's

@@ -92,10 +92,22 @@ class FilterScheduler:
         self.placement = placement
         self.host_manager = host_manager
         request_filter.warn_unimplemented_toggles(conf)
+        if self._needs_instance_details() and hasattr(host_manager, "instance_details"):
+            host_manager.instance_details = True
         LOG.info(
             "Filter scheduler ready: filters %s; weighers %s",
             ", ".join(f.name for f in self.filter_handler.filters),
             ", ".join(w.name for w in self.weight_handler.weighers),
+        )
+
+    def _needs_instance_details(self) -> bool:
+        """TypeAffinityFilter needs the flavor of the instances on each host, and a non-zero
+        ImagePropertiesWeigher their image properties (nova reads both per host)."""
+        filters = {f.name for f in self.filter_handler.filters}
+        weighers = {w.name for w in self.weight_handler.weighers}
+        return "TypeAffinityFilter" in filters or (
+            "ImagePropertiesWeigher" in weighers
+            and self.conf.filter_scheduler.image_props_weight_multiplier != 0
         )
 
     # -- driver interface -------------------------------------------------------------------

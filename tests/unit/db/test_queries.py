@@ -89,7 +89,12 @@ def test_create_schema_makes_novas_tables_and_is_idempotent(api, cell):
         "instance_group_policy",
         "instance_group_member",
     }
-    assert set(sa.inspect(cell).get_table_names()) == {"compute_nodes", "services", "instances"}
+    assert set(sa.inspect(cell).get_table_names()) == {
+        "compute_nodes",
+        "services",
+        "instances",
+        "instance_system_metadata",
+    }
     cols = {c["name"] for c in sa.inspect(cell).get_columns("compute_nodes")}
     assert {
         "free_disk_gb",

@@ -1031,3 +1031,43 @@ def test_host_locks_are_lockutils_named_semaphores_made_on_first_use(env):
     assert hs._lock_obj is None  # built unpublished: no lock needed, none made
     hs.consume_from_request(_spec())
     assert hs._lock_obj is lockutils.internal_lock(f"{hs.host}-{hs.nodename}")
+
+
+def test_instance_details_carry_flavor_and_image_properties_when_asked(env):
+    from db import models
+
+    c1 = env.add_cell("cell1")
+    u = env.add_host(c1, "h1")
+    inst = env.add_instance(c1, "h1")
+    with env.cells[c1].begin() as conn:
+        conn.execute(
+            models.instances.update()
+            .where(models.instances.c.uuid == inst)
+            .values(instance_type_id=7)
+        )
+        conn.execute(
+            models.instance_system_metadata.insert(),
+            [
+                {
+                    "instance_uuid": inst,
+                    "key": "image_hw_architecture",
+                    "value": "aarch64",
+                    "deleted": 0,
+                },
+                {"instance_uuid": inst, "key": "image_os_distro", "value": "ubuntu", "deleted": 0},
+                {"instance_uuid": inst, "key": "imagexhw_bogus", "value": "x", "deleted": 0},
+                {"instance_uuid": inst, "key": "owner_user_name", "value": "bob", "deleted": 0},
+            ],
+        )
+    hm = env.manager()
+    # plain requests without a group load nothing
+    (hs,) = hm.get_host_states_by_uuids([u], _spec())
+    assert hs.instances == {}
+    hm.instance_details = True
+    (hs,) = hm.get_host_states_by_uuids([u], _spec())
+    assert hs.instances == {
+        inst: {
+            "instance_type_id": 7,
+            "image_properties": {"hw_architecture": "aarch64", "os_distro": "ubuntu"},
+        }
+    }

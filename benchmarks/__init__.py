@@ -1,0 +1,1 @@
+"""novasched's benchmark: ``python -m benchmarks`` (see docs/benchmarks.md)."""

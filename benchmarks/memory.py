@@ -1,0 +1,173 @@
+"""Memory section: resident memory of a scheduler process that holds N hosts.
+
+The parent builds the fleet (benchmarks/fleet.py) and starts a child process,
+``python -m benchmarks.memory --child``, which imports what the service imports, makes a
+FilterScheduler (HostManager, filters, weighers) on the fleet's databases, loads every host,
+runs a few requests (filter, weigh, consume) and reports ``VmRSS`` and ``VmHWM`` from
+/proc/self/status: resident memory at the end, and the peak (which includes the transient
+rows of the first full read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+TARGET_RSS_MB = {100_000: 600.0}
+NOVA_PEAK_MB = {100_000: 1_900.0}
+
+
+def read_status_mb() -> dict[str, float]:
+    """VmRSS and VmHWM of this process in MiB (Linux /proc)."""
+    out: dict[str, float] = {}
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 1024.0
+    return out
+
+
+def _child(api_url: str, requests: int) -> dict[str, Any]:
+    from benchmarks import core
+    from benchmarks import fleet as fleet_mod
+    from scheduler.conf import CONF
+    from scheduler.objects import Flavor, ImageMeta, RequestSpec
+
+    core.ensure_conf(CONF)
+    gc.collect()
+    baseline = read_status_mb()
+    bench = fleet_mod.BenchFleet(
+        size=0,
+        directory="",
+        api_url=api_url,
+        cell_url="",
+        cell_uuid="",
+        compute_uuids=[],
+        hosts=[],
+        az_members={},
+        groups=[],
+        up_hosts=[],
+        disabled_hosts=set(),
+        down_hosts=set(),
+        aarch64_hosts=set(),
+    )
+    driver = core._driver(bench, CONF)
+    t0 = time.perf_counter()
+    hosts = driver.host_manager.get_host_states_by_uuids(None)
+    load_s = time.perf_counter() - t0
+    count = len(hosts)
+    del hosts
+    gc.collect()
+    loaded = read_status_mb()
+    for i in range(requests):
+        spec = RequestSpec(
+            flavor=Flavor(memory_mb=4096, vcpus=2, root_gb=40, name="bench.medium"),
+            project_id=fleet_mod.PROJECT_ID,
+            user_id=fleet_mod.USER_ID,
+            image=ImageMeta(id="bench-image", properties={"hw_architecture": "x86_64"}),
+            instance_uuid=f"00000000-0000-4000-8000-{i:012d}",
+        )
+        hosts = driver.host_manager.get_host_states_by_uuids(None, spec)
+        report = driver.filter_handler.run(hosts, spec, 0)
+        weighed = driver.weight_handler.weigh(report.hosts, spec)
+        if weighed:
+            weighed[0].obj.consume_from_request(spec)
+        del hosts, report, weighed
+    gc.collect()
+    final = read_status_mb()
+    driver.stop()
+    return {
+        "hosts": count,
+        "load_s": round(load_s, 2),
+        "baseline_rss_mb": round(baseline["VmRSS"], 1),
+        "after_load_rss_mb": round(loaded["VmRSS"], 1),
+        "rss_mb": round(final["VmRSS"], 1),
+        "hwm_mb": round(final["VmHWM"], 1),
+    }
+
+
+def measure_size(
+    size: int,
+    repeats: int,
+    workdir: str,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Build a fleet of ``size`` hosts and measure a child process holding it."""
+    from benchmarks import fleet as fleet_mod
+
+    say = progress or (lambda _msg: None)
+    bench = fleet_mod.build(size, os.path.join(workdir, f"memory-{size}"))
+    say(f"memory {size}: fleet built in {bench.build_seconds:.1f} s")
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchmarks.memory", "--child", bench.api_url,
+             "--requests", str(repeats)],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=env,
+            timeout=1800,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"memory child failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        bench.close()
+        shutil.rmtree(bench.directory, ignore_errors=True)
+    if row["hosts"] != size:
+        raise RuntimeError(f"the scheduler process loaded {row['hosts']} of {size} hosts")
+    row["requests"] = repeats
+    row["per_host_kb"] = round(
+        (row["rss_mb"] - row["baseline_rss_mb"]) * 1024 / max(1, row["hosts"]), 2
+    )
+    target = TARGET_RSS_MB.get(size)
+    if target is not None:
+        row["target_rss_mb"] = target
+        row["pass"] = row["rss_mb"] <= target
+    if size in NOVA_PEAK_MB:
+        row["nova_peak_mb"] = NOVA_PEAK_MB[size]
+    return row
+
+
+def run(
+    sizes: list[int],
+    repeats: int,
+    out: dict[str, Any],
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Measure every size in its own child process; fill ``out`` and return it."""
+    workdir = tempfile.mkdtemp(prefix="novasched-bench-mem-")
+    out.setdefault("rows", [])
+    try:
+        for size in sizes:
+            out["rows"].append(measure_size(size, repeats, workdir, progress))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory")
+    parser.add_argument("--child", metavar="API_URL", required=True)
+    parser.add_argument("--requests", type=int, default=5)
+    args = parser.parse_args(argv)
+    print(json.dumps(_child(args.child, args.requests)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
