@@ -173,10 +173,11 @@ def measure_size(
             t1 = time.perf_counter()
             report = driver.filter_handler.run(hosts, spec, 0)
             t2 = time.perf_counter()
-            weighed = driver.weight_handler.weigh(report.hosts, spec)
+            # what the driver does: the order and weights, no WeighedHost per host
+            ordered, _weights = driver.weight_handler.rank(report.hosts, spec)
             t3 = time.perf_counter()
-            if weighed:
-                weighed[0].obj.consume_from_request(spec)
+            if ordered:
+                ordered[0].consume_from_request(spec)
             timings["refresh"].append(t1 - t0)
             timings["filter"].append(t2 - t1)
             timings["weigh"].append(t3 - t2)

@@ -79,10 +79,10 @@ def _child(api_url: str, requests: int) -> dict[str, Any]:
         )
         hosts = driver.host_manager.get_host_states_by_uuids(None, spec)
         report = driver.filter_handler.run(hosts, spec, 0)
-        weighed = driver.weight_handler.weigh(report.hosts, spec)
-        if weighed:
-            weighed[0].obj.consume_from_request(spec)
-        del hosts, report, weighed
+        ordered, _weights = driver.weight_handler.rank(report.hosts, spec)
+        if ordered:
+            ordered[0].consume_from_request(spec)
+        del hosts, report, ordered
     gc.collect()
     final = read_status_mb()
     driver.stop()

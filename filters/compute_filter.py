@@ -16,6 +16,9 @@ DISABLED = Reject("service disabled")
 FORCED_DOWN = Reject("service forced down")
 DOWN = Reject("service down")
 
+# hosts named in the one warning per request about services that are down
+_WARN_HOSTS = 10
+
 
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
@@ -48,6 +51,29 @@ def service_is_up(service: dict[str, Any], now: datetime.datetime, down_time: fl
     return abs((now - last).total_seconds()) <= down_time
 
 
+def _heartbeat_window(
+    now: datetime.datetime, down_time: Any
+) -> tuple[datetime.datetime, datetime.datetime] | None:
+    """(earliest, latest) naive heartbeat for which ``service_is_up`` holds, or None when the
+    window cannot be written as datetimes (a fractional or huge ``down_time``).
+
+    For an integer number of seconds D and a naive datetime ``last``,
+    ``abs((now - last).total_seconds()) <= D`` is ``now - D <= last <= now + D``: the
+    difference is a whole number of microseconds, and D + 1 us is still a different float
+    than D for every D below 2**32."""
+    if isinstance(down_time, bool) or not isinstance(down_time, int | float):
+        return None
+    if isinstance(down_time, float) and not down_time.is_integer():
+        return None
+    if not 0 <= down_time < 2**32:
+        return None
+    try:
+        delta = datetime.timedelta(seconds=int(down_time))
+        return now - delta, now + delta
+    except OverflowError:
+        return None
+
+
 class ComputeFilter(BaseHostFilter):
     """Passes hosts whose compute service is enabled and has reported within
     ``service_down_time`` seconds (and is not forced down)."""
@@ -56,24 +82,70 @@ class ComputeFilter(BaseHostFilter):
     # the service state does not change within a request
     run_filter_once_per_request = True
 
+    def now(self) -> datetime.datetime:
+        """The current time, naive UTC (an instance may be given another clock in tests)."""
+        return _utcnow()
+
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        result = self._check(host_state, _utcnow(), CONF.service_down_time)
-        return True if result is None else result
+        result = self._check(host_state, self.now(), CONF.service_down_time)
+        if result is None:
+            return True
+        if result is not DISABLED:
+            # nova warns for every host it has not heard from
+            LOG.warning(
+                "%(host_state)s has not been heard from in a while", {"host_state": host_state}
+            )
+        return result
 
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         # one clock reading for the whole batch
-        now = _utcnow()
+        now = self.now()
         down_time = CONF.service_down_time
+        window = _heartbeat_window(now, down_time)
         check = self._check
+        debug = LOG.isEnabledFor(logging.DEBUG)
         outcome = FilterOutcome()
         passed = outcome.passed
+        append = passed.append
         rejected = outcome.rejected
-        for host in host_states:
-            result = check(host, now, down_time)
-            if result is None:
-                passed.append(host)
-            else:
-                rejected.append((host, result.reason))
+        if window is None or debug:
+            for host in host_states:
+                result = check(host, now, down_time)
+                if result is None:
+                    append(host)
+                else:
+                    rejected.append((host, result.reason))
+        else:
+            # The hot path: the common service (enabled, not forced down, a naive datetime
+            # heartbeat) is decided with two comparisons; anything else goes to _check. A
+            # heartbeat that is not a naive datetime (a string, an aware datetime, None)
+            # cannot be compared with naive datetimes: TypeError, so _check decides.
+            earliest, latest = window
+            for host in host_states:
+                service = host.service
+                if service and not service.get("disabled") and not service.get("forced_down"):
+                    last = service.get("last_seen_up") or service.get("created_at")
+                    try:
+                        if earliest <= last <= latest:
+                            append(host)
+                            continue
+                    except TypeError:
+                        pass
+                result = check(host, now, down_time)
+                if result is None:
+                    append(host)
+                else:
+                    rejected.append((host, result.reason))
+        down = [host for host, reason in rejected if reason != DISABLED.reason]
+        if down:
+            # nova warns once per host; one line per request says the same without flooding
+            # the log when a rack goes away (every host is named at debug level)
+            LOG.warning(
+                "%d host(s) have not been heard from in a while: %s%s",
+                len(down),
+                ", ".join(str(h.host) for h in down[:_WARN_HOSTS]),
+                " ..." if len(down) > _WARN_HOSTS else "",
+            )
         return outcome
 
     @staticmethod
@@ -88,6 +160,8 @@ class ComputeFilter(BaseHostFilter):
             return DISABLED
         if service_is_up(service, now, down_time):
             return None
-        # nova warns for every host it has not heard from
-        LOG.warning("%(host_state)s has not been heard from in a while", {"host_state": host_state})
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(
+                "%(host_state)s has not been heard from in a while", {"host_state": host_state}
+            )
         return FORCED_DOWN if service.get("forced_down") else DOWN

@@ -224,15 +224,50 @@ class ImagePropertiesFilter(BaseHostFilter):
             return FilterOutcome(passed=list(host_states))
         debug = LOG.isEnabledFor(logging.DEBUG)
         outcome = FilterOutcome()
+        passed = outcome.passed
+        rejected = outcome.rejected
+        if request.predicate is None and not request.bits_required and not debug:
+            # The hot path (an image asking for an architecture and nothing else): only
+            # supported_instances matters, checked without calls for one wanted value.
+            unsupported = request.unsupported.reason
+            none_supported = NO_SUPPORTED_INSTANCES.reason
+            issubset = request.wanted.issubset
+            if len(request.wanted) == 1:
+                (wanted,) = request.wanted
+                for host in host_states:
+                    supported = host.supported_instances
+                    if not supported:
+                        rejected.append((host, none_supported))
+                        continue
+                    for triple in supported:
+                        # ``in`` a list is issubset of one value (a string is not a list)
+                        if wanted in triple if type(triple) is list else issubset(triple):
+                            passed.append(host)
+                            break
+                    else:
+                        rejected.append((host, unsupported))
+                return outcome
+            for host in host_states:
+                supported = host.supported_instances
+                if not supported:
+                    rejected.append((host, none_supported))
+                    continue
+                for triple in supported:
+                    if issubset(triple):
+                        passed.append(host)
+                        break
+                else:
+                    rejected.append((host, unsupported))
+            return outcome
         for host in host_states:
             result = _failure(host, request)
             if result is None:
-                outcome.passed.append(host)
+                passed.append(host)
                 continue
             if debug:
                 LOG.debug(
                     "%(host_state)s does not support requested instance_properties: %(reason)s",
                     {"host_state": host, "reason": result.reason},
                 )
-            outcome.rejected.append((host, result.reason))
+            rejected.append((host, result.reason))
         return outcome

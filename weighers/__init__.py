@@ -13,6 +13,12 @@ The weight handler (``weighers/handler.py``) normalises each weigher's raw value
 sums. ``weight_multiplier`` reads the option named by ``multiplier_option`` from
 ``[filter_scheduler]`` and lets the host's aggregates override it: the minimum of the
 parsable values of the aggregate metadata key of the same name wins, as in nova.
+
+For speed, a built-in weigher may also say, per request, that every host gets the same raw
+value (``uniform_weight``); the handler then skips it when it cannot change the order. A
+weigher that keeps the base ``weight_multiplier`` (described by ``multiplier_option``,
+``aggregate_multiplier_key`` and ``multiplier_sign``) has its multipliers computed once per
+distinct set of aggregates rather than once per host.
 """
 
 from __future__ import annotations
@@ -41,6 +47,14 @@ class BaseHostWeigher:
     # Name of the [filter_scheduler] option (and aggregate metadata key) of the multiplier.
     multiplier_option: str | None = None
     multiplier_group = "filter_scheduler"
+    # The aggregate metadata key that overrides the multiplier, when it is not the option's
+    # name (MetricsWeigher: ``metrics_weight_multiplier``).
+    aggregate_multiplier_key: str | None = None
+    # Applied after the aggregate override (BuildFailureWeigher: -1, as nova negates it).
+    multiplier_sign = 1.0
+    # True when weigh_objects only ever returns ints and floats (the handler then need not
+    # convert them with float()); plugins keep False.
+    returns_numbers = False
 
     @property
     def name(self) -> str:
@@ -54,9 +68,16 @@ class BaseHostWeigher:
     def weight_multiplier(self, host_state: Any) -> float:
         if self.multiplier_option is None:
             return 1.0
-        return get_weight_multiplier(
-            host_state, self.multiplier_option, self.configured_multiplier()
+        key = self.aggregate_multiplier_key or self.multiplier_option
+        return self.multiplier_sign * get_weight_multiplier(
+            host_state, key, self.configured_multiplier()
         )
+
+    def uniform_weight(self, weight_properties: Any) -> float | None:
+        """The raw value every host gets for this request when it is the same for all of
+        them (a soft-affinity weigher without a group ...), else None. It must equal what
+        ``weigh_objects`` would return for each host."""
+        return None
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         raise NotImplementedError

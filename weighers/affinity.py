@@ -31,6 +31,11 @@ class _SoftAffinityWeigherBase(BaseHostWeigher):
 
     policy: str = ""
     sign: int = 1
+    returns_numbers = True
+
+    def uniform_weight(self, weight_properties: Any) -> float | None:
+        # without members of a group with this policy, every host counts 0
+        return None if _group_members(weight_properties, self.policy) else 0
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         members = _group_members(weight_properties, self.policy)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weighers import BaseHostWeigher, get_weight_multiplier
+from weighers import BaseHostWeigher
 
 
 class BuildFailureWeigher(BaseHostWeigher):
@@ -14,13 +14,10 @@ class BuildFailureWeigher(BaseHostWeigher):
     successful build."""
 
     multiplier_option = "build_failure_weight_multiplier"
-
-    def weight_multiplier(self, host_state: Any) -> float:
-        # Negated after the aggregate override, as nova does: an aggregate value of 10
-        # means "failures cost 10".
-        return -get_weight_multiplier(
-            host_state, "build_failure_weight_multiplier", self.configured_multiplier()
-        )
+    # Negated after the aggregate override, as nova does: an aggregate value of 10 means
+    # "failures cost 10".
+    multiplier_sign = -1.0
+    returns_numbers = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.failed_builds

@@ -23,9 +23,14 @@ class CPUWeigher(BaseHostWeigher):
 
     minval = 0
     multiplier_option = "cpu_weight_multiplier"
+    returns_numbers = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return free_vcpus(host_state)
 
     def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
-        return [free_vcpus(h) for h in host_states]
+        # free_vcpus, inlined: this runs for every candidate host of every request
+        default = DEFAULT_CPU_ALLOCATION_RATIO
+        return [
+            h.vcpus_total * (h.cpu_allocation_ratio or default) - h.vcpus_used for h in host_states
+        ]

@@ -22,6 +22,10 @@ class CrossCellWeigher(BaseHostWeigher):
     the request is not a cross-cell move."""
 
     multiplier_option = "cross_cell_move_weight_multiplier"
+    returns_numbers = True
+
+    def uniform_weight(self, weight_properties: Any) -> float | None:
+        return 0 if _preferred_cell(weight_properties) is None else None
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         cell = _preferred_cell(weight_properties)

@@ -11,7 +11,9 @@ none, nothing is weighed.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -85,29 +87,131 @@ def _uses_base_multiplier(weigher: Any) -> bool:
     )
 
 
+class _Multipliers:
+    """The multipliers of one weighing call, for every weigher.
+
+    A weigher that keeps the base ``weight_multiplier`` gets one value per distinct set of
+    aggregates, and a single float when that value is the same for all hosts (the common
+    case: no aggregate sets its key). The hosts' aggregates are read once per call, and only
+    when some weigher needs them; hosts in the same aggregates may share one list object
+    (then the work is per list, not per host). Lists and aggregate objects stay alive for
+    the whole call (the hosts hold them), so their ids are stable keys."""
+
+    def __init__(self, hosts: list[Any]):
+        self.hosts = hosts
+        # Per host, what identifies its aggregates: the id of its shared list of aggregates
+        # (``_list_ids``, with ``_key_of`` from list id to the aggregates' ids), or the ids
+        # of its aggregates (``_keys``) when lists are not shared. One host per distinct
+        # set; every aggregate by id.
+        self._list_ids: list[int] | None = None
+        self._key_of: dict[int, tuple[int, ...]] = {}
+        self._keys: list[tuple[int, ...]] = []
+        self._representatives: dict[tuple[int, ...], Any] = {}
+        self._by_id: dict[int, Any] | None = None
+
+    def _aggregates(self) -> dict[int, Any]:
+        """Every aggregate of the hosts, by id (and the per-host keys, on first use)."""
+        if self._by_id is None:
+            hosts = self.hosts
+            lists = [h.aggregates or () for h in hosts]
+            sample = lists[:64]
+            if 2 * len(set(map(id, sample))) <= len(sample):
+                # hosts share their lists: work per list (ints hash fast)
+                list_ids = self._list_ids = list(map(id, lists))
+                host_of_list = dict(zip(list_ids, hosts, strict=False))
+                key_of = self._key_of = {
+                    i: tuple(map(id, host.aggregates or ())) for i, host in host_of_list.items()
+                }
+                self._representatives = {key_of[i]: h for i, h in host_of_list.items()}
+            else:
+                keys = self._keys = [tuple(map(id, aggs)) for aggs in lists]
+                self._representatives = dict(zip(keys, hosts, strict=False))
+            self._by_id = {
+                id(agg): agg
+                for host in self._representatives.values()
+                for agg in host.aggregates or ()
+            }
+        return self._by_id
+
+    def of(self, weigher: Any) -> float | list[float]:
+        """The weigher's multiplier: one float for every host, or one per host."""
+        if not _uses_base_multiplier(weigher):
+            return [float(weigher.weight_multiplier(h)) for h in self.hosts]
+        option = weigher.multiplier_option
+        if option is None:
+            return 1.0
+        configured = weigher.configured_multiplier()
+        sign = weigher.multiplier_sign
+        key = weigher.aggregate_multiplier_key or option
+        relevant = {i for i, agg in self._aggregates().items() if key in agg.metadata}
+        if not relevant:
+            return sign * configured
+        disjoint = relevant.isdisjoint
+        # one host stands for all the hosts in the same aggregates
+        memo = {
+            host_key: sign
+            * (configured if disjoint(host_key) else get_weight_multiplier(host, key, configured))
+            for host_key, host in self._representatives.items()
+        }
+        values = set(memo.values())
+        if len(values) == 1:
+            return values.pop()
+        if self._list_ids is not None:
+            by_list = {i: memo[k] for i, k in self._key_of.items()}
+            return list(map(by_list.__getitem__, self._list_ids))
+        return list(map(memo.__getitem__, self._keys))
+
+
 def _multipliers(weigher: Any, hosts: list[Any]) -> list[float]:
-    """The weigher's multiplier for each host. Aggregate lookups are done once per distinct
-    set of aggregates; hosts without aggregates all get the configured value."""
-    if not _uses_base_multiplier(weigher):
-        return [float(weigher.weight_multiplier(h)) for h in hosts]
-    configured = weigher.configured_multiplier()
-    option = weigher.multiplier_option
-    if option is None:
-        return [1.0] * len(hosts)
-    cache: dict[tuple[int, ...], float] = {}
-    out = []
-    for host in hosts:
-        aggregates = host.aggregates
-        if not aggregates:
-            out.append(configured)
-            continue
-        # the Aggregate objects are alive for the whole call, so their ids are stable keys
-        key = tuple(map(id, aggregates))
-        value = cache.get(key)
-        if value is None:
-            value = cache[key] = get_weight_multiplier(host, option, configured)
-        out.append(value)
-    return out
+    """The weigher's multiplier for each host (one weigher, one call)."""
+    value = _Multipliers(hosts).of(weigher)
+    return value if isinstance(value, list) else [value] * len(hosts)
+
+
+def _is_zero(multiplier: float | list[float]) -> bool:
+    if isinstance(multiplier, list):
+        return not any(multiplier)
+    return not multiplier
+
+
+def _is_finite(multiplier: float | list[float]) -> bool:
+    if isinstance(multiplier, list):
+        return all(map(math.isfinite, multiplier))
+    return math.isfinite(multiplier)
+
+
+def _clamped(value: float, minval: float | None, maxval: float | None) -> float:
+    if minval is not None and not value >= minval:
+        value = float(minval)
+    if maxval is not None and not value <= maxval:
+        value = float(maxval)
+    return value
+
+
+def _add_pending(
+    weights: list[float], pending: list[tuple[list[float], float, float, float]]
+) -> list[float]:
+    """Add the pending weighers (raw values, multiplier, low, span) to ``weights`` in their
+    order, up to three per pass over the hosts; empties ``pending``."""
+    while pending:
+        if len(pending) >= 3:
+            (a, ma, la, sa), (b, mb, lb, sb), (c, mc, lc, sc) = pending[:3]
+            del pending[:3]
+            weights = [
+                w + ma * ((x - la) / sa) + mb * ((y - lb) / sb) + mc * ((z - lc) / sc)
+                for w, x, y, z in zip(weights, a, b, c, strict=False)
+            ]
+        elif len(pending) == 2:
+            (a, ma, la, sa), (b, mb, lb, sb) = pending
+            del pending[:]
+            weights = [
+                w + ma * ((x - la) / sa) + mb * ((y - lb) / sb)
+                for w, x, y in zip(weights, a, b, strict=False)
+            ]
+        else:
+            (a, ma, la, sa) = pending.pop()
+            weights = [w + ma * ((x - la) / sa) for w, x in zip(weights, a, strict=False)]
+    return weights
 
 
 class WeightHandler:
@@ -119,10 +223,116 @@ class WeightHandler:
     def weigh(self, hosts: list[Any], spec_obj: Any, explain: bool = False) -> list[WeighedHost]:
         """Hosts wrapped as WeighedHost, best first. With ``explain``, each carries the
         per-weigher raw value, normalised value and multiplier."""
-        weighed = [WeighedHost(h, 0.0, {} if explain else None) for h in hosts]
-        if len(weighed) <= 1:
-            return weighed
-        host_list = [w.obj for w in weighed]
+        host_list = list(hosts)
+        if len(host_list) <= 1:
+            return [WeighedHost(h, 0.0, {} if explain else None) for h in host_list]
+        if explain or LOG.isEnabledFor(logging.DEBUG):
+            return self._weigh_one_by_one(host_list, spec_obj, explain)
+        ranked, weights = self._weigh_batch(host_list, spec_obj)
+        return list(map(WeighedHost, ranked, weights))
+
+    def rank(self, hosts: list[Any], spec_obj: Any) -> tuple[list[Any], list[float]]:
+        """The hosts best first and their weights, in two lists: what ``weigh`` returns
+        without building a WeighedHost per host (the cheaper call for a driver that only
+        needs the order and the best weights)."""
+        host_list = list(hosts)
+        if len(host_list) <= 1:
+            return host_list, [0.0] * len(host_list)
+        if LOG.isEnabledFor(logging.DEBUG):
+            weighed = self._weigh_one_by_one(host_list, spec_obj, False)
+            return [w.obj for w in weighed], [w.weight for w in weighed]
+        return self._weigh_batch(host_list, spec_obj)
+
+    def _weigh_batch(self, host_list: list[Any], spec_obj: Any) -> tuple[list[Any], list[float]]:
+        """nova's arithmetic in a few list passes; the hosts best first, and their weights.
+
+        Per host the operations are exactly those of ``_weigh_one_by_one`` (weight +
+        multiplier * ((value - low) / span), weigher after weigher), so the weights are the
+        same floats. What is skipped only ever adds zero: a weigher whose multiplier is 0
+        everywhere, or whose values are all equal (normalised to 0) with finite multipliers.
+        Up to three weighers with one multiplier for all hosts are added in one pass
+        (``(w + a) + b`` is what adding them one after the other computes). Every list
+        zipped here has one item per host (checked), so the hot loops use zip without
+        ``strict``, which costs about half again as much per item.
+        """
+        n = len(host_list)
+        multipliers = _Multipliers(host_list)
+        weights = [0.0] * n
+        # weighers waiting to be added in one pass: (raw values, multiplier, low, span)
+        pending: list[tuple[list[float], float, float, float]] = []
+        for weigher in self.weighers:
+            try:
+                multiplier = multipliers.of(weigher)
+                if _is_zero(multiplier):
+                    continue
+                uniform_weight = getattr(weigher, "uniform_weight", None)
+                uniform = uniform_weight(spec_obj) if uniform_weight is not None else None
+                raw = None if uniform is not None else weigher.weigh_objects(host_list, spec_obj)
+            except Exception as exc:
+                name = getattr(weigher, "name", None) or type(weigher).__name__
+                LOG.exception("Weigher %s raised an error", name)
+                raise WeigherError(name, exc) from exc
+            minval = getattr(weigher, "minval", None)
+            maxval = getattr(weigher, "maxval", None)
+            if raw is None:
+                # every host has the same value: one normalised value for all
+                value = _clamped(float(uniform), minval, maxval)
+                low = value if minval is None else float(minval)
+                high = value if maxval is None else float(maxval)
+                if low == high and _is_finite(multiplier):
+                    continue
+                norm = 0.0 if low == high else (value - low) / (high - low)
+                weights = _add_pending(weights, pending)
+                if isinstance(multiplier, list):
+                    weights = [w + m * norm for w, m in zip(weights, multiplier, strict=False)]
+                else:
+                    weights = [w + multiplier * norm for w in weights]
+                continue
+            if len(raw) != n:
+                name = getattr(weigher, "name", None) or type(weigher).__name__
+                raise WeigherError(name, ValueError(f"{len(raw)} weights for {n} hosts"))
+            if not getattr(weigher, "returns_numbers", False):
+                raw = list(map(float, raw))
+            if minval is not None or maxval is not None:
+                total = sum(raw)
+                if (
+                    total != total  # a NaN (clamped like any other out-of-range value)
+                    or (minval is not None and min(raw) < minval)
+                    or (maxval is not None and max(raw) > maxval)
+                ):
+                    raw = [_clamped(v, minval, maxval) for v in raw]
+            low = float(min(raw) if minval is None else minval)
+            high = float(max(raw) if maxval is None else maxval)
+            if low != high and not isinstance(multiplier, list):
+                pending.append((raw, multiplier, low, high - low))
+                continue
+            if low == high and _is_finite(multiplier):
+                continue
+            weights = _add_pending(weights, pending)
+            if low == high:
+                normalized = [0.0] * n
+            else:
+                span = high - low
+                normalized = [(v - low) / span for v in raw]
+            if isinstance(multiplier, list):
+                weights = [
+                    w + m * x for w, m, x in zip(weights, multiplier, normalized, strict=False)
+                ]
+            else:
+                weights = [w + multiplier * x for w, x in zip(weights, normalized, strict=False)]
+        weights = _add_pending(weights, pending)
+        # sorted() is stable, also with reverse=True: equal weights keep the filtered order.
+        # The hosts are sorted by their weights fed in list order (no per-host lookups in
+        # random order), and the weights by themselves: the same keys give the same order.
+        ranked = sorted(host_list, key=partial(next, iter(weights)), reverse=True)
+        return ranked, sorted(weights, reverse=True)
+
+    def _weigh_one_by_one(
+        self, host_list: list[Any], spec_obj: Any, explain: bool
+    ) -> list[WeighedHost]:
+        """The plain path, for ``explain`` and debug logging: every weigher, every host,
+        with per-weigher contributions and nova's debug lines."""
+        weighed = [WeighedHost(h, 0.0, {} if explain else None) for h in host_list]
         debug = LOG.isEnabledFor(logging.DEBUG)
         for weigher in self.weighers:
             name = getattr(weigher, "name", None) or type(weigher).__name__

@@ -12,6 +12,7 @@ class HypervisorVersionWeigher(BaseHostWeigher):
     negative prefers older ones). A host that reports no version counts as version 0."""
 
     multiplier_option = "hypervisor_version_weight_multiplier"
+    returns_numbers = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.hypervisor_version or 0

@@ -40,6 +40,7 @@ class ImagePropertiesWeigher(BaseHostWeigher):
     ``image_props_weight_setting`` weighs chosen properties by ratio."""
 
     multiplier_option = "image_props_weight_multiplier"
+    returns_numbers = True
 
     def __init__(self) -> None:
         self._setting = ParsedOption("filter_scheduler", "image_props_weight_setting")
@@ -49,6 +50,13 @@ class ImagePropertiesWeigher(BaseHostWeigher):
     def setting(self) -> dict[str, float]:
         """The parsed ``image_props_weight_setting`` (a later duplicate key wins)."""
         return dict(self._setting.get())
+
+    def uniform_weight(self, weight_properties: Any) -> float | None:
+        # off (the configured multiplier is 0), or an image without properties
+        if CONF.filter_scheduler.image_props_weight_multiplier == 0.0:
+            return 0.0
+        image = getattr(weight_properties, "image", None)
+        return None if image is not None and image.properties else 0.0
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return self.weigh_objects([host_state], weight_properties)[0]

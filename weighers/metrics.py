@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from scheduler.conf import CONF
-from weighers import BaseHostWeigher, get_weight_multiplier
+from weighers import BaseHostWeigher
 
 LOG = logging.getLogger(__name__)
 
@@ -111,6 +111,8 @@ class MetricsWeigher(BaseHostWeigher):
 
     multiplier_group = "metrics"
     multiplier_option = "weight_multiplier"
+    aggregate_multiplier_key = AGGREGATE_KEY
+    returns_numbers = True  # floats: sums of float(metric) * ratio, or weight_of_unavailable
 
     def __init__(self) -> None:
         self._setting = ParsedOption("metrics", "weight_setting")
@@ -120,8 +122,8 @@ class MetricsWeigher(BaseHostWeigher):
         """The parsed ``[metrics] weight_setting``: (metric name, ratio) pairs."""
         return self._setting.get()
 
-    def weight_multiplier(self, host_state: Any) -> float:
-        return get_weight_multiplier(host_state, AGGREGATE_KEY, self.configured_multiplier())
+    def uniform_weight(self, weight_properties: Any) -> float | None:
+        return None if self.setting else 0.0
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         conf = CONF.metrics

@@ -12,6 +12,7 @@ class NumInstancesWeigher(BaseHostWeigher):
     positive (stacking), fewer when negative (spreading); off by default (0.0)."""
 
     multiplier_option = "num_instances_weight_multiplier"
+    returns_numbers = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.num_instances

@@ -56,9 +56,12 @@ class PCIWeigher(BaseHostWeigher):
     hosts that have fewest left, so that whole PCI hosts stay free for large requests."""
 
     multiplier_option = "pci_weight_multiplier"
+    returns_numbers = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return pci_weight(host_state.pci_stats)
 
     def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
-        return [pci_weight(h.pci_stats) for h in host_states]
+        # most hosts have no PCI devices: their weight is MAX_DEVS without a call
+        stats = [h.pci_stats for h in host_states]
+        return [pci_weight(s) if s else MAX_DEVS for s in stats]

@@ -318,16 +318,16 @@ class FilterScheduler:
         req.timings["filter"] = req.timings.get("filter", 0.0) + (t1 - t0)
         if not filtered:
             return []
-        weighed = self.weight_handler.weigh(filtered, spec)
+        ordered, weights = self.weight_handler.rank(filtered, spec)
         req.timings["weigh"] = req.timings.get("weigh", 0.0) + (time.perf_counter() - t1)
         fs = self.conf.filter_scheduler
-        if fs.shuffle_best_same_weighed_hosts and len(weighed) > 1:
+        if fs.shuffle_best_same_weighed_hosts and len(ordered) > 1:
             # fewer claim races between schedulers when many hosts tie for the best weight
-            best = weighed[0].weight
-            ties = [w for w in weighed if w.weight == best]
+            best = weights[0]
+            n_ties = next((i for i, w in enumerate(weights) if w != best), len(weights))
+            ties = ordered[:n_ties]
             random.shuffle(ties)
-            weighed = ties + weighed[len(ties) :]
-        ordered = [w.obj for w in weighed]
+            ordered = ties + ordered[n_ties:]
         # a random pick among the best few spreads the load of similar requests
         chosen = random.choice(ordered[: max(1, fs.host_subset_size)])
         if chosen is not ordered[0]:
