@@ -3,14 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from filters.aggregate_utils import OverrideCache, aggregate_override
 from filters.num_instances_filter import NumInstancesFilter
-from scheduler.conf import CONF
-
-KEY = "max_instances_per_host"
 
 
 class AggregateNumInstancesFilter(NumInstancesFilter):
@@ -18,13 +11,4 @@ class AggregateNumInstancesFilter(NumInstancesFilter):
     metadata allows (the smallest value when several aggregates set it;
     ``[filter_scheduler] max_instances_per_host`` when none does or a value is not an integer)."""
 
-    RUN_ON_REBUILD = False
-    run_filter_once_per_request = False
-
-    def _max_instances(self, host_state: Any) -> int:
-        return aggregate_override(
-            host_state, KEY, CONF.filter_scheduler.max_instances_per_host, int
-        )
-
-    def _limit_getter(self) -> Callable[[Any], int]:
-        return OverrideCache(KEY, CONF.filter_scheduler.max_instances_per_host, int).get
+    aggregate_limit = True
