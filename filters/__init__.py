@@ -18,7 +18,7 @@ the per-host path. Filters never do I/O: they see only the request and the HostS
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,26 @@ class FilterOutcome:
     passed: list[Any] = field(default_factory=list)
     rejected: list[tuple[Any, str]] = field(default_factory=list)
 
+    @classmethod
+    def partition(
+        cls,
+        host_states: Iterable[Any],
+        check: Callable[[Any], Any],
+        default_reason: str = "rejected",
+    ) -> FilterOutcome:
+        """Split ``host_states`` by ``check(host)``: a truthy result passes the host, a
+        falsy one (a ``Reject``, or ``False``) removes it with its reason."""
+        outcome = cls()
+        passed = outcome.passed
+        rejected = outcome.rejected
+        for host in host_states:
+            result = check(host)
+            if result:
+                passed.append(host)
+            else:
+                rejected.append((host, getattr(result, "reason", None) or default_reason))
+        return outcome
+
 
 class BaseHostFilter:
     """Base class for host filters."""
@@ -66,13 +86,7 @@ class BaseHostFilter:
 
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         """Apply ``host_passes`` to each host. Subclasses may override with a batch version."""
-        outcome = FilterOutcome()
-        passed = outcome.passed
-        rejected = outcome.rejected
-        for host in host_states:
-            result = self.host_passes(host, spec_obj)
-            if result:
-                passed.append(host)
-            else:
-                rejected.append((host, getattr(result, "reason", None) or self.default_reason))
-        return outcome
+        host_passes = self.host_passes
+        return FilterOutcome.partition(
+            host_states, lambda host: host_passes(host, spec_obj), self.default_reason
+        )

@@ -57,13 +57,7 @@ class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
             return outcome
         # the answer depends only on the host's aggregates: once per set of aggregates
         check = per_aggregate_set(lambda host: self._check(host, wanted))
-        for host in host_states:
-            result = check(host)
-            if result is True:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
+        return FilterOutcome.partition(host_states, check)
 
     @staticmethod
     def _check(host_state: Any, wanted: list[tuple[str, str]]) -> bool | Reject:

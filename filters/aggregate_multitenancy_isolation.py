@@ -42,16 +42,9 @@ class AggregateMultiTenancyIsolation(BaseHostFilter):
 
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         project_id = getattr(spec_obj, "project_id", None)
-        outcome = FilterOutcome()
         # the answer depends only on the host's aggregates: once per set of aggregates
         check = per_aggregate_set(lambda host: self._check(host, project_id))
-        for host in host_states:
-            result = check(host)
-            if result is True:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
+        return FilterOutcome.partition(host_states, check)
 
     @staticmethod
     def _check(host_state: Any, project_id: str | None) -> bool | Reject:

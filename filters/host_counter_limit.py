@@ -50,16 +50,7 @@ class HostCounterLimitFilter(BaseHostFilter):
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         limit_of = self._limit_getter()
         check = self._check
-        outcome = FilterOutcome()
-        passed = outcome.passed
-        rejected = outcome.rejected
-        for host in host_states:
-            result = check(host, limit_of(host))
-            if result is True:
-                passed.append(host)
-            else:
-                rejected.append((host, result.reason))
-        return outcome
+        return FilterOutcome.partition(host_states, lambda host: check(host, limit_of(host)))
 
     def _check(self, host_state: Any, limit: int) -> bool | Reject:
         if getattr(host_state, self.counter) < limit:

@@ -42,14 +42,9 @@ class IsolatedHostsFilter(BaseHostFilter):
         # the answer depends only on whether the host is isolated: two possible results
         for_isolated = rule(True)
         for_others = rule(False)
-        outcome = FilterOutcome()
-        for host in host_states:
-            result = for_isolated if host.host in isolated else for_others
-            if result is True:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
+        return FilterOutcome.partition(
+            host_states, lambda host: for_isolated if host.host in isolated else for_others
+        )
 
     @staticmethod
     def _isolated_hosts() -> set[str]:

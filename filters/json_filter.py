@@ -218,11 +218,4 @@ class JsonFilter(BaseHostFilter):
         if isinstance(expr, Reject):
             LOG.warning("Invalid query scheduler hint: %s", expr.reason)
             return FilterOutcome(rejected=[(host, expr.reason) for host in host_states])
-        outcome = FilterOutcome()
-        for host in host_states:
-            result = _host_matches(expr, host)
-            if result is True:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
+        return FilterOutcome.partition(host_states, lambda host: _host_matches(expr, host))

@@ -68,15 +68,8 @@ class SimpleCIDRAffinityFilter(BaseHostFilter):
             return FilterOutcome(passed=list(host_states))
         if isinstance(network, Reject):
             return FilterOutcome(rejected=[(host, network.reason) for host in host_states])
-        outcome = FilterOutcome()
         check = self._check
-        for host in host_states:
-            result = check(host, network)
-            if result is True:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
+        return FilterOutcome.partition(host_states, lambda host: check(host, network))
 
     @staticmethod
     def _check(host_state: Any, network: Network) -> bool | Reject:

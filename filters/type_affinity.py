@@ -31,16 +31,9 @@ class AggregateTypeAffinityFilter(BaseHostFilter):
 
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         name = _flavor_name(spec_obj)
-        outcome = FilterOutcome()
         # the answer depends only on the host's aggregates: once per set of aggregates
         check = per_aggregate_set(lambda host: self._check(host, name))
-        for host in host_states:
-            result = check(host)
-            if result is True:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
+        return FilterOutcome.partition(host_states, check)
 
     @staticmethod
     def _check(host_state: Any, flavor_name: str | None) -> bool | Reject:
