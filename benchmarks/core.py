@@ -35,6 +35,7 @@ from typing import Any
 
 import db
 from benchmarks import fleet as fleet_mod
+from benchmarks.report import percentile
 from scheduler.objects import Flavor, ImageMeta, InstanceGroup, RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -49,13 +50,6 @@ NOVA_MS = {
 }
 COMPUTE_NODE_CHANGE_FRACTION = 0.001
 KINDS = ("plain", "az", "anti-affinity", "capability")
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile (``pct`` in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * pct // 100))
-    return ordered[int(rank) - 1]
 
 
 def summarize(values: list[float]) -> dict[str, float]:

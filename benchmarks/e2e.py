@@ -30,6 +30,7 @@ from oslo_messaging import transport as om_transport
 
 import db
 from benchmarks import placement_seed
+from benchmarks.report import percentile, table
 from scheduler import rpc
 from scheduler.conf import CONF
 from scheduler.context import RequestContext
@@ -53,15 +54,6 @@ FLAVORS = (
     Flavor(name="bench.small", flavorid="b1", vcpus=2, memory_mb=2048, root_gb=20),
     Flavor(name="bench.medium", flavorid="b2", vcpus=4, memory_mb=8192, root_gb=40),
 )
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile (0..1) by nearest rank; 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
-    return ordered[rank]
 
 
 def summarize(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -88,7 +80,7 @@ def summarize(samples: list[dict[str, float]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, values in parts.items():
         out[f"{key}_p50_ms"] = round(statistics.median(values), 2)
-        out[f"{key}_p99_ms"] = round(percentile(values, 0.99), 2)
+        out[f"{key}_p99_ms"] = round(percentile(values, 99), 2)
     return out
 
 
@@ -279,9 +271,7 @@ def format_table(result: dict) -> str:
     """The rows as a fixed-width table, then the target line."""
     header = [title for _, title, _ in _COLUMNS]
     lines = [[fmt.format(row.get(key, 0)) for key, _, fmt in _COLUMNS] for row in result["rows"]]
-    widths = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(header)]
-    text = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-    text += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in lines]
+    text = [table(header, lines)]
     text.append("(ms; placement = candidates + claim; db = HostState refresh; own = the rest of")
     text.append(" the driver; rpc = client latency - driver total)")
     for name, target in result.get("targets", {}).items():

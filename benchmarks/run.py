@@ -21,6 +21,8 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.report import table
+
 SECTIONS = ("core", "e2e", "throughput", "memory")
 DEFAULT_SIZES = {
     "core": [100, 1_000, 10_000, 100_000],
@@ -116,18 +118,6 @@ def sizes_for(section: str, given: list[int] | None, quick: bool) -> list[int]:
 
 
 # -- tables -----------------------------------------------------------------------------------
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = []
-    for n, row in enumerate(cells):
-        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
-                               enumerate(zip(row, widths, strict=True))))  # fmt: skip
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _verdict(ok: bool | None) -> str:
     if ok is None:
         return "-"
@@ -173,7 +163,7 @@ def format_core(result: dict[str, Any]) -> str:
                 f"{r['pass_ratio'].get('plain', 0):.0%}",
             ]
         )
-    text = _table(
+    text = table(
         [
             "hosts",
             "refresh ms p50/p99",
@@ -216,7 +206,7 @@ def format_memory(result: dict[str, Any]) -> str:
                 _ms(r.get("nova_peak_mb")),
             ]
         )
-    return _table(
+    return table(
         [
             "hosts",
             "RSS before load MB",
@@ -255,7 +245,7 @@ def format_generic(result: dict[str, Any]) -> str:
             else:
                 line.append(v)
         body.append(line)
-    text = _table(keys, body)
+    text = table(keys, body)
     extra = {k: v for k, v in result.items() if k != "rows"}
     if extra:
         text += "\n  " + json.dumps(extra, default=str)

@@ -36,7 +36,8 @@ from oslo_messaging import transport as om_transport
 
 import db
 from benchmarks import placement_seed
-from benchmarks.e2e import percentile, quiet_logging
+from benchmarks.e2e import quiet_logging
+from benchmarks.report import percentile, table
 from scheduler import rpc
 from scheduler.conf import CONF
 from scheduler.context import RequestContext
@@ -339,7 +340,7 @@ def run_once(
             "requests_per_s": round(len(outcomes) / wall, 2) if wall else 0.0,
             "placed_per_s": round(len(ok) / wall, 2) if wall else 0.0,
             "latency_p50_ms": round(statistics.median(latencies), 1) if latencies else 0.0,
-            "latency_p99_ms": round(percentile(latencies, 0.99), 1),
+            "latency_p99_ms": round(percentile(latencies, 99), 1),
             "unable_to_claim": unable,
             "placement_409": conflicts_409,
             "claim_puts": claims_put,
@@ -432,9 +433,7 @@ def format_table(result: dict) -> str:
     """The rows as a fixed-width table, then the target lines."""
     header = [title for _, title, _ in _COLUMNS]
     lines = [[fmt.format(row.get(key, 0)) for key, _, fmt in _COLUMNS] for row in result["rows"]]
-    widths = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(header)]
-    text = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-    text += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in lines]
+    text = [table(header, lines)]
     for row in result["rows"]:
         per_req = ", ".join(f"{k} {v}" for k, v in row.get("cpu_ms_per_request", {}).items())
         text.append(
