@@ -12,8 +12,11 @@ A filter is one small class with nova's method names::
 
 ``host_passes`` may return a plain bool (a nova filter copied as is works) or a ``Reject``,
 which is falsy and carries the reason shown in NoValidHost and ``explain``. Built-in filters
-may override ``filter_hosts`` with a batch implementation; it must give the same answer as
-the per-host path. Filters never do I/O: they see only the request and the HostStates.
+may override ``filter_hosts`` with a batch implementation, and may add
+``filter_rows(table, rows, spec_obj)``, which decides over the host manager's columns
+(``scheduler/host_table.py``) and returns a ``RowOutcome``, or None to let the handler use
+``filter_hosts``. Both must give the same answer as the per-host path. Filters never do I/O:
+they see only the request and the HostStates.
 """
 
 from __future__ import annotations
@@ -65,6 +68,17 @@ class FilterOutcome:
             else:
                 rejected.append((host, getattr(result, "reason", None) or default_reason))
         return outcome
+
+
+@dataclass(slots=True)
+class RowOutcome:
+    """A ``filter_rows`` answer: ``keep[i]`` says whether the i-th host passes; a removed
+    host's reason is ``reasons[codes[i]]`` (``codes`` is only read where ``keep`` is False;
+    None means ``reasons[0]`` for every removed host)."""
+
+    keep: Any  # numpy bool array, one per row
+    reasons: list[str]
+    codes: Any = None  # numpy integer array, one per row, or None
 
 
 class BaseHostFilter:

@@ -6,7 +6,9 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+import numpy as np
+
+from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome
 
 LOG = logging.getLogger(__name__)
 
@@ -37,6 +39,12 @@ class ServerGroupAntiAffinityFilter(BaseHostFilter):
         outcome = self.filter_hosts([host_state], spec_obj)
         return True if outcome.passed else GROUP_MEMBERS_ON_HOST
 
+    def filter_rows(self, table: Any, rows: Any, spec_obj: Any) -> RowOutcome | None:
+        group = getattr(spec_obj, "instance_group", None)
+        if group is None or getattr(group, "policy", None) != self.policy_name:
+            return RowOutcome(np.ones(len(rows), dtype=bool), [""])
+        return None  # the hosts' instances decide: per host
+
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         group = getattr(spec_obj, "instance_group", None)
         if group is None or getattr(group, "policy", None) != self.policy_name:
@@ -46,13 +54,15 @@ class ServerGroupAntiAffinityFilter(BaseHostFilter):
         limit = _max_server_per_host(group)
         debug = LOG.isEnabledFor(logging.DEBUG)
         outcome = FilterOutcome()
+        disjoint = members.isdisjoint
         for host in host_states:
             instances = host.instances or {}
             # a move may check the host the instance is on already: it must stay eligible
             if instance_uuid is not None and instance_uuid in instances:
                 outcome.passed.append(host)
                 continue
-            on_host = len(members.intersection(instances)) if members else 0
+            # most hosts hold no member: no intersection set built for them
+            on_host = 0 if disjoint(instances) else len(members.intersection(instances))
             if debug:
                 LOG.debug(
                     "Group anti-affinity: check if the number of servers from group %(uuid)s "
@@ -77,6 +87,14 @@ class ServerGroupAffinityFilter(BaseHostFilter):
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
         outcome = self.filter_hosts([host_state], spec_obj)
         return True if outcome.passed else NOT_GROUP_HOST
+
+    def filter_rows(self, table: Any, rows: Any, spec_obj: Any) -> RowOutcome | None:
+        group = getattr(spec_obj, "instance_group", None)
+        policies = (getattr(group, "policies", None) or []) if group is not None else []
+        group_hosts = (getattr(group, "hosts", None) or []) if group is not None else []
+        if self.policy_name not in policies or not group_hosts:
+            return RowOutcome(np.ones(len(rows), dtype=bool), [""])
+        return None  # few hosts to keep: per host
 
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         group = getattr(spec_obj, "instance_group", None)

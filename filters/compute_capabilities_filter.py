@@ -8,7 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject, extra_specs_ops
+import numpy as np
+
+from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome, extra_specs_ops
 
 LOG = logging.getLogger(__name__)
 
@@ -106,6 +108,31 @@ def _failure(host_state: Any, checks: list[_Check], decoded: dict[str, Any]) -> 
     return None
 
 
+# a stats key the host does not report (distinct from a reported None)
+_ABSENT = object()
+
+
+def _stat_reader(name: str) -> Any:
+    def read(host_state: Any) -> Any:
+        return (getattr(host_state, "stats", None) or {}).get(name, _ABSENT)
+
+    return read
+
+
+def _stat_key(value: Any) -> Any:
+    # equal values of different types (1 and "1", 1 and True) may match differently
+    return value if value is _ABSENT else (type(value), value)
+
+
+def _stat_verdict(value: Any, check: _Check) -> int:
+    """0: the check passes, 1: the value is missing, 2: it does not match."""
+    if value is _ABSENT:
+        return 0 if check.unscoped else 1
+    if value is None:
+        return 1
+    return 0 if extra_specs_ops.match(str(value), check.req) else 2
+
+
 class ComputeCapabilitiesFilter(BaseHostFilter):
     """Passes hosts whose reported capabilities satisfy the flavor's ``capabilities:``
     extra specs (and unscoped keys naming a host attribute or stat)."""
@@ -124,6 +151,48 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
                 {"host_state": host_state, "reason": result.reason},
             )
         return result
+
+    def filter_rows(self, table: Any, rows: Any, spec_obj: Any) -> RowOutcome | None:
+        """Checks of one ``stats`` key each (``capabilities:storage``, an unscoped stats
+        key), decided once per distinct value of the key. None (ask the hosts) for a check
+        that names a host attribute or a nested path, or with debug logging on."""
+        checks = _checks(spec_obj)
+        if not checks:
+            return RowOutcome(np.ones(len(rows), dtype=bool), [""])
+        if LOG.isEnabledFor(logging.DEBUG) or not len(rows):
+            return None
+        sample = table.hosts_at(rows[:1])[0]
+        columns = []
+        for check in checks:
+            (name,) = check.scope if len(check.scope) == 1 else (None,)
+            if name is None or hasattr(sample, name):
+                return None
+            column = table.codes(f"stats:{name}", _stat_reader(name), _stat_key)
+            if column is None:
+                return None
+            by_row, values = column
+            if len(values) > len(rows):
+                return None
+            codes = by_row[rows]
+            if codes.min() < 0:
+                return None
+            columns.append((codes, values))
+        reasons: list[str] = []
+        for check in checks:
+            reasons += [check.missing.reason, check.mismatch.reason]
+        keep = np.ones(len(rows), dtype=bool)
+        per_row = np.zeros(len(rows), dtype=np.int16)
+        # the last check first, so that the first failing check's reason is the one kept
+        for i in range(len(checks) - 1, -1, -1):
+            codes, values = columns[i]
+            verdicts = np.fromiter(
+                (_stat_verdict(v, checks[i]) for v in values), dtype=np.int16, count=len(values)
+            )
+            verdict = verdicts[codes]
+            failed = verdict != 0
+            per_row = np.where(failed, 2 * i + verdict - 1, per_row)
+            keep &= ~failed
+        return RowOutcome(keep, reasons, per_row)
 
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         checks = _checks(spec_obj)

@@ -7,7 +7,10 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+import numpy as np
+
+from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome
+from scheduler import host_table
 from scheduler.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -18,6 +21,8 @@ DOWN = Reject("service down")
 
 # hosts named in the one warning per request about services that are down
 _WARN_HOSTS = 10
+# RowOutcome reasons, by code
+_ROW_REASONS = [DISABLED.reason, FORCED_DOWN.reason, DOWN.reason]
 
 
 def _utcnow() -> datetime.datetime:
@@ -72,6 +77,17 @@ def _heartbeat_window(
         return now - delta, now + delta
     except OverflowError:
         return None
+
+
+def _warn_down(count: int, named: list[Any]) -> None:
+    # nova warns once per host; one line per request says the same without flooding the log
+    # when a rack goes away (every host is named at debug level)
+    LOG.warning(
+        "%d host(s) have not been heard from in a while: %s%s",
+        count,
+        ", ".join(str(h.host) for h in named),
+        " ..." if count > _WARN_HOSTS else "",
+    )
 
 
 class ComputeFilter(BaseHostFilter):
@@ -138,15 +154,34 @@ class ComputeFilter(BaseHostFilter):
                     rejected.append((host, result.reason))
         down = [host for host, reason in rejected if reason != DISABLED.reason]
         if down:
-            # nova warns once per host; one line per request says the same without flooding
-            # the log when a rack goes away (every host is named at debug level)
-            LOG.warning(
-                "%d host(s) have not been heard from in a while: %s%s",
-                len(down),
-                ", ".join(str(h.host) for h in down[:_WARN_HOSTS]),
-                " ..." if len(down) > _WARN_HOSTS else "",
-            )
+            _warn_down(len(down), down[:_WARN_HOSTS])
         return outcome
+
+    def filter_rows(self, table: Any, rows: Any, spec_obj: Any) -> RowOutcome | None:
+        """``filter_hosts`` over the table's service columns: the heartbeat window as two
+        integer comparisons per host (microseconds, exact). None (ask the hosts) with debug
+        logging on, a window that is not whole seconds, or a heartbeat that is not a naive
+        datetime."""
+        if LOG.isEnabledFor(logging.DEBUG):
+            return None
+        now = self.now()
+        window = _heartbeat_window(now, CONF.service_down_time)
+        if window is None:
+            return None
+        state, last = table.services(rows)
+        if (state == host_table.SERVICE_ODD).any():
+            return None
+        earliest, latest = (host_table.microseconds(t) for t in window)
+        up = (state == host_table.SERVICE_UP_IF_RECENT) & (last >= earliest) & (last <= latest)
+        codes = np.full(len(rows), 2, dtype=np.int8)  # down
+        disabled = state == host_table.SERVICE_DISABLED
+        codes[disabled] = 0
+        codes[state == host_table.SERVICE_FORCED_DOWN] = 1
+        down = ~(up | disabled)
+        count = int(np.count_nonzero(down))
+        if count:
+            _warn_down(count, table.hosts_at(rows[down][:_WARN_HOSTS]))
+        return RowOutcome(up, _ROW_REASONS, codes)
 
     @staticmethod
     def _check(host_state: Any, now: datetime.datetime, down_time: float) -> Reject | None:

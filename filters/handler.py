@@ -8,6 +8,11 @@ chain stops as soon as a filter leaves no host. The log lines are nova's.
 
 On top of nova, the handler records *why* each host was removed (``FilterReport``), which is
 what NoValidHost messages and ``explain`` are made of.
+
+For speed, when every host comes from the host manager's table (``scheduler/host_table.py``)
+and debug logging is off, a filter with ``filter_rows`` decides over the table's columns;
+between two such filters the hosts travel as row numbers, and HostState lists (and the
+per-host list of removed hosts) are only built when something asks for them.
 """
 
 from __future__ import annotations
@@ -19,14 +24,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from stevedore import ExtensionManager
 
-from filters import BaseHostFilter, FilterOutcome
+from filters import BaseHostFilter, FilterOutcome, RowOutcome
 from scheduler.exceptions import NoValidHost, PluginNotFound
+from scheduler.host_table import table_of
 
 LOG = logging.getLogger(__name__)
 
 FILTER_NAMESPACE = "novasched.filters"
+# Below this many hosts, the per-host paths cost less than setting up the columns.
+COLUMNS_MIN_HOSTS = 64
 
 # Reason recorded for hosts dropped by a nova-style ``filter_all`` that returns only survivors.
 _FILTER_ALL_REASON = "rejected"
@@ -47,20 +56,59 @@ class FilterError(NoValidHost):
         )
 
 
-@dataclass(slots=True)
 class FilterStep:
-    """What one filter did in one run of the chain."""
+    """What one filter did in one run of the chain: ``removed`` lists (host, reason) for
+    every host it removed; ``skipped`` is None when the filter ran, "rebuild" when it passed
+    everything because of a rebuild."""
 
-    name: str
-    hosts_in: int
-    removed: list[tuple[Any, str]] = field(default_factory=list)
-    elapsed: float = 0.0
-    # None when the filter ran; "rebuild" when it passed everything because of a rebuild
-    skipped: str | None = None
+    __slots__ = ("name", "hosts_in", "elapsed", "skipped", "_removed", "_rows", "_count")
+
+    def __init__(
+        self,
+        name: str,
+        hosts_in: int,
+        removed: list[tuple[Any, str]] | None = None,
+        elapsed: float = 0.0,
+        skipped: str | None = None,
+        *,
+        rows: tuple[Any, Any, Any, list[str]] | None = None,
+    ):
+        self.name = name
+        self.hosts_in = hosts_in
+        self.elapsed = elapsed
+        self.skipped = skipped
+        # removed hosts as (table, rows, codes, reasons), turned into the list on first use
+        self._rows = rows
+        self._removed = None if rows is not None else list(removed or [])
+        self._count = len(rows[1]) if rows is not None else len(self._removed)
+
+    @property
+    def removed(self) -> list[tuple[Any, str]]:
+        if self._removed is None:
+            table, rows, codes, reasons = self._rows
+            hosts = table.hosts_at(rows)
+            if codes is None:
+                self._removed = [(h, reasons[0]) for h in hosts]
+            else:
+                self._removed = list(
+                    zip(hosts, map(reasons.__getitem__, codes.tolist()), strict=True)
+                )
+            self._rows = None
+        return self._removed
 
     @property
     def hosts_out(self) -> int:
-        return self.hosts_in - len(self.removed)
+        return self.hosts_in - self._count
+
+    def __repr__(self) -> str:
+        return f"FilterStep({self.name!r}, {self.hosts_in} -> {self.hosts_out})"
+
+
+class HostList(list):
+    """The surviving hosts, with their rows in the host manager's table when the filters
+    ran over columns (the weight handler then need not look the rows up again)."""
+
+    __slots__ = ("table", "rows")
 
 
 @dataclass(slots=True)
@@ -103,8 +151,16 @@ class FilterHandler:
         """Filter ``hosts`` for the ``index``-th instance of the request."""
         debug = LOG.isEnabledFor(logging.DEBUG)
         extra = {"request_id": request_id}
-        current = list(hosts)
+        current: list[Any] | None = list(hosts)
         report = FilterReport()
+        # the hosts as rows of the host manager's table, when they all are in it (and debug
+        # is off: the per-host debug lines need the hosts); ``current`` is then built only
+        # when a filter without ``filter_rows`` asks for it
+        table = rows = None
+        if not debug and len(current) >= COLUMNS_MIN_HOSTS:
+            located = table_of(current)
+            if located is not None:
+                table, rows = located
         is_rebuild = bool(getattr(spec_obj, "is_rebuild", False))
         if debug:
             LOG.debug("Starting with %d host(s)", len(current), extra=extra)
@@ -117,20 +173,30 @@ class FilterHandler:
             if index > 0 and getattr(filter_, "run_filter_once_per_request", False):
                 continue
             name = getattr(filter_, "name", None) or type(filter_).__name__
-            start_count = len(current)
+            start_count = len(current) if current is not None else len(rows)
             if is_rebuild and not getattr(filter_, "RUN_ON_REBUILD", False):
                 report.steps.append(FilterStep(name, start_count, skipped="rebuild"))
                 part_results.append(f"{name}: (start: {start_count}, end: {start_count})")
                 if debug:
                     full_results.append((name, _host_names(current)))
                     LOG.debug("Filter %s returned %d host(s)", name, start_count, extra=extra)
-                if not current:
+                if not start_count:
                     break
                 continue
 
             started = time.perf_counter()
+            filter_rows = _rows_method(filter_) if table is not None else None
             try:
-                outcome = _apply(filter_, current, spec_obj)
+                by_rows: RowOutcome | None = None
+                if filter_rows is not None:
+                    if rows is None:
+                        rows = table.rows_of(current)
+                    if rows is not None:
+                        by_rows = filter_rows(table, rows, spec_obj)
+                if by_rows is None:
+                    if current is None:
+                        current = table.hosts_at(rows)
+                    outcome = _apply(filter_, current, spec_obj)
             except Exception as exc:
                 LOG.exception(
                     "Filter %s raised an error on %d host(s) for the request with instance ID '%s'",
@@ -142,7 +208,42 @@ class FilterHandler:
                 raise FilterError(name, exc) from exc
             elapsed = time.perf_counter() - started
 
+            if by_rows is not None:
+                keep = by_rows.keep
+                gone = ~keep
+                removed_rows = rows[gone]
+                codes = by_rows.codes[gone] if by_rows.codes is not None else None
+                rows = rows[keep]
+                current = None
+                step = FilterStep(
+                    name,
+                    start_count,
+                    elapsed=elapsed,
+                    rows=(table, removed_rows, codes, by_rows.reasons),
+                )
+                report.steps.append(step)
+                if len(removed_rows):
+                    counter = report.removed_by.setdefault(name, Counter())
+                    if codes is None:
+                        counter[by_rows.reasons[0]] += len(removed_rows)
+                    else:
+                        counts = np.bincount(codes, minlength=len(by_rows.reasons)).tolist()
+                        # in the order the reasons first occur, as the per-host path counts
+                        # them (NoValidHost lists equal counts in that order)
+                        present = [c for c, count in enumerate(counts) if count]
+                        present.sort(key=lambda c: int(np.argmax(codes == c)))
+                        for c in present:
+                            counter[by_rows.reasons[c]] += counts[c]
+                end_count = len(rows)
+                part_results.append(f"{name}: (start: {start_count}, end: {end_count})")
+                if not end_count:
+                    LOG.info("Filter %s returned 0 hosts", name, extra=extra)
+                    current = []
+                    break
+                continue
+
             current = outcome.passed
+            rows = None
             report.steps.append(FilterStep(name, start_count, outcome.rejected, elapsed))
             if outcome.rejected:
                 counter = report.removed_by.get(name)
@@ -160,6 +261,10 @@ class FilterHandler:
                 full_results.append((name, _host_names(current)))
                 LOG.debug("Filter %s returned %d host(s)", name, end_count, extra=extra)
 
+        if current is None:
+            current = HostList(table.hosts_at(rows))
+            current.table = table
+            current.rows = rows
         if not current:
             inst_uuid = getattr(spec_obj, "instance_uuid", None)
             msg = (
@@ -173,6 +278,24 @@ class FilterHandler:
         return report
 
 
+def _owns(cls: type, method: str, others: tuple[str, ...]) -> bool:
+    """Whether the class that wrote ``method`` (first in ``cls``'s MRO) also has ``cls``'s
+    ``others``: no subclass below it changed them."""
+    owner = next((c for c in cls.__mro__ if method in vars(c)), None)
+    if owner is None:
+        return False
+    return all(getattr(cls, name, None) is getattr(owner, name, None) for name in others)
+
+
+def _rows_method(filter_: Any) -> Any:
+    """The filter's ``filter_rows``, unless a subclass changed ``host_passes`` or
+    ``filter_hosts`` below the class that wrote it (a plugin extending a built-in filter
+    must be asked through its own methods)."""
+    if not _owns(type(filter_), "filter_rows", ("host_passes", "filter_hosts", "filter_all")):
+        return None
+    return filter_.filter_rows
+
+
 def _host_names(hosts: list[Any]) -> list[tuple[str, str]]:
     return [(getattr(h, "host", h), getattr(h, "nodename", "")) for h in hosts]
 
@@ -184,6 +307,10 @@ def _apply(filter_: Any, hosts: list[Any], spec_obj: Any) -> FilterOutcome:
     filter_all = getattr(filter_, "filter_all", None)
     if callable(filter_all) and getattr(cls, "filter_hosts", None) is BaseHostFilter.filter_hosts:
         return _outcome_from_survivors(filter_, hosts, filter_all(hosts, spec_obj))
+    if isinstance(filter_, BaseHostFilter) and not _owns(cls, "filter_hosts", ("host_passes",)):
+        # a subclass changed host_passes under a built-in batch filter_hosts: its own
+        # host_passes decides, host by host
+        return BaseHostFilter.filter_hosts(filter_, hosts, spec_obj)
     outcome = filter_.filter_hosts(hosts, spec_obj)
     if isinstance(outcome, FilterOutcome):
         return outcome

@@ -9,9 +9,12 @@ import operator
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+import numpy as np
+
+from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome
 from scheduler.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -196,6 +199,21 @@ def _failure(host_state: Any, request: _ImageRequest) -> Reject | None:
     return None
 
 
+def _supported_instances(host_state: Any) -> Any:
+    return host_state.supported_instances
+
+
+def _supported_key(value: Any) -> Any:
+    """What decides the filter's answer for a ``supported_instances`` value, hashable: hosts
+    with equal keys get the same answer. Raises TypeError for a shape the hot path does not
+    know (the table then leaves the host to the per-host path)."""
+    if not value:
+        return ()
+    if type(value) is not list:
+        raise TypeError("supported_instances is not a list")
+    return tuple((type(triple), tuple(triple)) for triple in value)
+
+
 class ImagePropertiesFilter(BaseHostFilter):
     """Passes hosts that can run the image's architecture, hypervisor type and VM mode
     (and hypervisor version and address bits, when the image asks for them)."""
@@ -217,6 +235,37 @@ class ImagePropertiesFilter(BaseHostFilter):
                 {"host_state": host_state, "reason": result.reason},
             )
         return result
+
+    def filter_rows(self, table: Any, rows: Any, spec_obj: Any) -> RowOutcome | None:
+        """The common request (an architecture, hypervisor type or VM mode; no version or
+        address bits) decided once per distinct ``supported_instances`` of the hosts."""
+        request = _image_request(spec_obj)
+        if request is None:
+            return RowOutcome(np.ones(len(rows), dtype=bool), [""])
+        if request.predicate is not None or request.bits_required:
+            return None
+        if LOG.isEnabledFor(logging.DEBUG):
+            return None
+        column = table.codes("supported_instances", _supported_instances, _supported_key)
+        if column is None:
+            return None
+        by_row, values = column
+        if len(values) > len(rows):
+            return None  # as many distinct values as hosts: the per-host path is cheaper
+        codes = by_row[rows]
+        if len(codes) and codes.min() < 0:
+            return None
+        reasons = ["", NO_SUPPORTED_INSTANCES.reason, request.unsupported.reason]
+        verdicts = np.zeros(len(values), dtype=np.int8)
+        for i, value in enumerate(values):
+            only = SimpleNamespace(
+                supported_instances=value, hypervisor_version=None, cpu_info=None
+            )
+            result = _failure(only, request)
+            if result is not None:
+                verdicts[i] = 1 if result is NO_SUPPORTED_INSTANCES else 2
+        per_row = verdicts[codes]
+        return RowOutcome(per_row == 0, reasons, per_row)
 
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
         request = _image_request(spec_obj)

@@ -304,6 +304,9 @@ def request_summary(spec: RequestSpec) -> dict[str, Any]:
 def _shadow(host: HostState) -> HostState:
     """A private copy of a shared HostState, for simulated consumption."""
     twin = copy.copy(host)
+    # consumption on the copy must not reach the host manager's columns
+    twin._table = None
+    twin._row = -1
     twin.instances = dict(host.instances or {})
     twin.limits = dict(host.limits or {})
     return twin

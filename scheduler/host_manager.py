@@ -32,6 +32,7 @@ import db
 from db import queries
 from scheduler.conf import CONF
 from scheduler.host_state import HostState
+from scheduler.host_table import HostTable
 from scheduler.instance_tracker import InstanceTracker
 from scheduler.objects import Aggregate, RequestSpec
 
@@ -44,6 +45,11 @@ CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 # whole seconds, and clocks drift: each read goes back this far behind the start of the
 # previous one so that no row committed in between is lost.
 _WATERMARK_SLACK = datetime.timedelta(seconds=5)
+# Service rows need less: nova-compute rewrites its whole service row (state and heartbeat)
+# every report_interval (10 s), so a row a late commit hid is read again with the next
+# heartbeat. The slack covers DATETIME's whole seconds. At 100k hosts every second of slack
+# is 10,000 heartbeat rows re-read per window read.
+_SERVICE_SLACK = datetime.timedelta(seconds=2)
 # Every so often a cell is read whole again. That bounds how long a change can be missed when
 # a writer's clock lags ours by more than the slack, and drops soft-deleted services, which the
 # incremental service query cannot see.
@@ -97,6 +103,9 @@ class _CellView:
     read_started_at: datetime.datetime | None = None
     # (our clock) when the last successful read of compute-node reports started
     nodes_read_started_at: datetime.datetime | None = None
+    # the compute-node rows of the last read, by uuid: the next read re-reads the slack
+    # window, and a row equal to the one applied then is not applied again
+    recent_rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     window_read_at: float = 0.0  # time.monotonic() of the last window read
     full_read_at: float = 0.0  # time.monotonic() of the last whole read
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -127,6 +136,8 @@ class HostManager:
             api_engine = db.get_engine(url)
         self.api_engine = api_engine
         self._views: dict[str, _CellView] = {}
+        # the HostStates of every cell as columns, for the batch filters and weighers
+        self.table = HostTable()
         self._views_lock = threading.Lock()
         self._aggregates: dict[int, Aggregate] = {}
         self._host_aggregates: dict[str, list[Aggregate]] = {}
@@ -262,9 +273,13 @@ class HostManager:
             by_host[host] = shared.setdefault(tuple(a.id for a in aggs), aggs)
         self._aggregates = aggregates
         self._host_aggregates = by_host
+        every_host: list[HostState] = []
         for view in list(self._views.values()):
-            for hs in list(view.hosts.values()):
+            hosts = list(view.hosts.values())
+            for hs in hosts:
                 hs.aggregates = by_host.get(hs.host, _NO_AGGREGATES)
+            every_host.extend(hosts)
+        self.table.rebind_aggregates(every_host)
 
     # -- host states ------------------------------------------------------------------------
     def _cells_for(self, spec: RequestSpec | None) -> list[Cell]:
@@ -298,10 +313,14 @@ class HostManager:
             full = view.read_started_at is None or now - view.full_read_at >= _FULL_RESYNC_SECONDS
             if full or window or now - view.window_read_at >= self.window_read_interval:
                 since = None if full else view.read_started_at - _WATERMARK_SLACK
-                services = queries.get_compute_service_rows(engine, updated_since=since)
+                services = queries.get_compute_service_rows(
+                    engine, updated_since=None if full else view.read_started_at - _SERVICE_SLACK
+                )
                 nodes = queries.get_compute_node_rows(engine, updated_since=since)
                 if full:
                     self._apply_full_read(view, services, nodes)
+                    # the rows of a whole read are not kept (they hold every report's text)
+                    nodes = []
                 else:
                     self._apply_changes(view, services, nodes)
                 view.read_started_at = started
@@ -321,6 +340,9 @@ class HostManager:
                 if nodes:
                     self._apply_changes(view, [], nodes)
             view.nodes_read_started_at = started
+            # the next read starts later than this one (minus the same slack): the rows it
+            # can re-read are among these
+            view.recent_rows = {row[0]: row for row in nodes}
             return _CellRead(view, view.hosts, view.servable)
 
     def _apply_full_read(
@@ -330,8 +352,10 @@ class HostManager:
         view.services = {row[_SVC_HOST]: _service_dict(row) for row in services}
         live = {row[0] for row in nodes if row[0]}
         hosts = {u: hs for u, hs in view.hosts.items() if u in live}
+        bind_service = self.table.bind_service
         for hs in hosts.values():
             hs.service = view.services.get(hs.host) or {}
+            bind_service(hs)
         for row in nodes:
             self._apply_node(view, hosts, row)
         view.hosts = hosts
@@ -341,6 +365,8 @@ class HostManager:
         self, view: _CellView, services: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]]
     ) -> None:
         changed_hosts: set[str] = set()
+        service_changed = self.table.service_changed
+        cell_uuid = view.cell.uuid
         # deleted rows first: a host whose old service was deleted and a new one created
         # (nova-compute re-registering) must end up with the new one
         for row in sorted(services, key=lambda r: not r[_SVC_DELETED]):
@@ -356,14 +382,16 @@ class HostManager:
                 known["last_seen_up"] = row[_SVC_LAST_SEEN]
                 known["updated_at"] = row[_SVC_UPDATED]
                 known["report_count"] = row[_SVC_REPORTS]
+                service_changed(cell_uuid, host, known)
                 continue
             view.services[host] = _service_dict(row)
             changed_hosts.add(host)
         hosts = view.hosts
         copied = False
+        applied = view.recent_rows
         for row in nodes:
             uuid = row[0]
-            if not uuid:
+            if not uuid or applied.get(uuid) == row:
                 continue
             hs = hosts.get(uuid)
             if row[-1]:  # deleted
@@ -383,6 +411,7 @@ class HostManager:
             for hs in hosts.values():
                 if hs.host in changed_hosts:
                     hs.service = view.services.get(hs.host) or {}
+                    self.table.bind_service(hs)
         if copied:
             view.hosts = hosts
         if copied or changed_hosts:
@@ -405,11 +434,14 @@ class HostManager:
             hs._update_from_row(row)
             hs.service = view.services.get(host) or {}
             hs.aggregates = self.aggregates_for_host(host)
+            self.table.add(hs)
             return
         with hs._lock:
             hs._update_from_row(row)
             hs.service = view.services.get(host) or {}
             hs.aggregates = self.aggregates_for_host(host)
+            self.table.bind_service(hs)
+            self.table.bind_aggregates(hs)
 
     def get_host_states_by_uuids(
         self,

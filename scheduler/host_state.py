@@ -133,6 +133,8 @@ class HostState:
         "updated",
         "compute_updated_at",
         "allocation_candidates",
+        "_table",
+        "_row",
         "__weakref__",
     )
 
@@ -177,6 +179,17 @@ class HostState:
         self.updated: datetime.datetime | None = None
         self.compute_updated_at: datetime.datetime | None = None
         self.allocation_candidates: list[dict[str, Any]] = []
+        # the HostTable mirroring this host (a weak reference) and the host's row in it;
+        # None / -1 outside any table (see scheduler/host_table.py)
+        self._table: Any = None
+        self._row = -1
+
+    def _mirror(self) -> None:
+        """Copy the values the table mirrors into this host's row (after they changed)."""
+        ref = self._table
+        table = ref() if ref is not None else None
+        if table is not None:
+            table.sync(self)
 
     @property
     def _lock_name(self) -> str:
@@ -211,6 +224,13 @@ class HostState:
                 self.aggregates = aggregates
             if instances is not None:
                 self.instances = instances
+            ref = self._table
+            table = ref() if ref is not None else None
+            if table is not None:
+                if service is not None:
+                    table.bind_service(self)
+                if aggregates is not None:
+                    table.bind_aggregates(self)
 
     def _update_from_compute_node(self, compute: dict[str, Any]) -> None:
         self._update_from_row(tuple(compute.get(name) for name in COMPUTE_NODE_COLUMNS))
@@ -289,6 +309,8 @@ class HostState:
         self.cpu_allocation_ratio = cpu_allocation_ratio or 4.0
         self.ram_allocation_ratio = ram_allocation_ratio or 1.0
         self.disk_allocation_ratio = disk_allocation_ratio or 1.0
+        if self._table is not None:
+            self._mirror()
 
     def consume_from_request(self, spec_obj: RequestSpec) -> None:
         """Account for an instance placed here by this scheduler (under this host's lock)."""
@@ -317,6 +339,8 @@ class HostState:
                 self.updated = _utcnow()
             except Exception:  # nova logs and swallows: a bad spec must not poison the cache
                 LOG.exception("Error consuming %s on host %s", spec_obj.instance_uuid, self.host)
+            if self._table is not None:
+                self._mirror()
 
     # -- read helpers -----------------------------------------------------------------------
     @property

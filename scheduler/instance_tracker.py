@@ -111,15 +111,16 @@ class InstanceTracker:
             return True
 
     # -- reading ---------------------------------------------------------------------------
-    def instances_for(self, host: str) -> dict[str, None] | None:
-        """The host's instances as ``{uuid: None}`` if the casts keep them current; None when
-        the caller must read them from the database."""
+    def instances_for(self, host: str) -> Mapping[str, None] | None:
+        """The host's instances as a read-only ``{uuid: None}`` if the casts keep them
+        current (a snapshot shared with the tracker: copy it to change it); None when the
+        caller must read them from the database."""
         if not self.enabled:
             return None
         known = self._hosts.get(host)  # a snapshot: entries are replaced, never changed
         if known is None or not known.updated:
             return None
-        return dict(known.uuids)
+        return known.uuids
 
     def seed(self, uuids_by_host: Mapping[str, Iterable[str]]) -> None:
         """Start hosts from a database read (nova's start-up ``_init_instance_info``): not

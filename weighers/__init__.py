@@ -18,7 +18,11 @@ For speed, a built-in weigher may also say, per request, that every host gets th
 value (``uniform_weight``); the handler then skips it when it cannot change the order. A
 weigher that keeps the base ``weight_multiplier`` (described by ``multiplier_option``,
 ``aggregate_multiplier_key`` and ``multiplier_sign``) has its multipliers computed once per
-distinct set of aggregates rather than once per host.
+distinct set of aggregates rather than once per host. A weigher whose raw value depends
+only on the host's own numbers (free RAM, free vCPUs, ...) and never on the request says so
+with ``host_column = True``: its ``_weigh_object(host, None)`` is then kept as a column of
+the host manager's table (``scheduler/host_table.py``), refreshed whenever the host changes,
+and the handler reads the column instead of calling the weigher per host.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ class BaseHostWeigher:
     # True when weigh_objects only ever returns ints and floats (the handler then need not
     # convert them with float()); plugins keep False.
     returns_numbers = False
+    # True when _weigh_object(host, request) depends only on the host's own values (never on
+    # the request, the host's aggregates, instances or service): the value is then kept as a
+    # column of the host table (see the module docstring).
+    host_column = False
 
     @property
     def name(self) -> str:

@@ -18,6 +18,7 @@ class BuildFailureWeigher(BaseHostWeigher):
     # "failures cost 10".
     multiplier_sign = -1.0
     returns_numbers = True
+    host_column = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.failed_builds

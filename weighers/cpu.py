@@ -24,6 +24,7 @@ class CPUWeigher(BaseHostWeigher):
     minval = 0
     multiplier_option = "cpu_weight_multiplier"
     returns_numbers = True
+    host_column = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return free_vcpus(host_state)

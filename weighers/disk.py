@@ -13,6 +13,7 @@ class DiskWeigher(BaseHostWeigher):
     minval = 0
     multiplier_option = "disk_weight_multiplier"
     returns_numbers = True
+    host_column = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.free_disk_mb

@@ -6,6 +6,14 @@ the raw values are clamped to the weigher's ``minval``/``maxval`` when set, norm
 taken from the values (all 0 when max == min), multiplied by the host's multiplier and
 added. Hosts are sorted by descending weight; ties keep their input order. With one host or
 none, nothing is weighed.
+
+Three paths compute the same floats: ``_weigh_one_by_one`` (explain and debug logging: every
+weigher, every host, with contributions), ``_weigh_batch`` (list passes), and
+``_weigh_rows``, used when every host is in the host manager's table: NumPy arrays, the
+``host_column`` weighers' values read from the table, multipliers per aggregate-set code.
+Each array operation is the operation the list path does per host, in the same order, so
+the results are the same IEEE doubles; anything the arrays cannot reproduce exactly (a NaN,
+a value that is not a number) sends the call to the list path.
 """
 
 from __future__ import annotations
@@ -17,15 +25,19 @@ from functools import partial
 from operator import attrgetter
 from typing import Any
 
+import numpy as np
 from stevedore import ExtensionManager
 
 from scheduler.conf import NOVA_ALL_WEIGHERS
 from scheduler.exceptions import NoValidHost, PluginNotFound
+from scheduler.host_table import table_of
 from weighers import BaseHostWeigher, get_weight_multiplier
 
 LOG = logging.getLogger(__name__)
 
 WEIGHER_NAMESPACE = "novasched.weighers"
+# Below this many hosts the list path costs less than setting up the arrays.
+COLUMNS_MIN_HOSTS = 64
 
 
 class WeigherError(NoValidHost):
@@ -168,6 +180,31 @@ def _multipliers(weigher: Any, hosts: list[Any]) -> list[float]:
     return value if isinstance(value, list) else [value] * len(hosts)
 
 
+class _AggregatesOf:
+    """Stands for any host in these aggregates (what get_weight_multiplier reads)."""
+
+    __slots__ = ("aggregates",)
+
+    def __init__(self, aggregates: list[Any]):
+        self.aggregates = aggregates
+
+
+def _host_value(weigher: Any, host: Any) -> Any:
+    return weigher._weigh_object(host, None)
+
+
+def _is_zero_array(multiplier: float | np.ndarray) -> bool:
+    if isinstance(multiplier, np.ndarray):
+        return not multiplier.any()
+    return not multiplier
+
+
+def _is_finite_array(multiplier: float | np.ndarray) -> bool:
+    if isinstance(multiplier, np.ndarray):
+        return bool(np.isfinite(multiplier).all())
+    return math.isfinite(multiplier)
+
+
 def _is_zero(multiplier: float | list[float]) -> bool:
     if isinstance(multiplier, list):
         return not any(multiplier)
@@ -228,7 +265,7 @@ class WeightHandler:
             return [WeighedHost(h, 0.0, {} if explain else None) for h in host_list]
         if explain or LOG.isEnabledFor(logging.DEBUG):
             return self._weigh_one_by_one(host_list, spec_obj, explain)
-        ranked, weights = self._weigh_batch(host_list, spec_obj)
+        ranked, weights = self._weigh_fast(hosts, host_list, spec_obj)
         return list(map(WeighedHost, ranked, weights))
 
     def rank(self, hosts: list[Any], spec_obj: Any) -> tuple[list[Any], list[float]]:
@@ -241,7 +278,131 @@ class WeightHandler:
         if LOG.isEnabledFor(logging.DEBUG):
             weighed = self._weigh_one_by_one(host_list, spec_obj, False)
             return [w.obj for w in weighed], [w.weight for w in weighed]
+        return self._weigh_fast(hosts, host_list, spec_obj)
+
+    def _weigh_fast(
+        self, hosts: Any, host_list: list[Any], spec_obj: Any
+    ) -> tuple[list[Any], list[float]]:
+        """``_weigh_rows`` when the hosts are in a host table, else ``_weigh_batch``."""
+        if len(host_list) >= COLUMNS_MIN_HOSTS:
+            # the filter handler hands over the rows it already has
+            table = getattr(hosts, "table", None)
+            rows = getattr(hosts, "rows", None)
+            if table is None or rows is None or len(rows) != len(host_list):
+                located = table_of(host_list)
+                table, rows = located if located is not None else (None, None)
+            if table is not None:
+                result = self._weigh_rows(table, rows, host_list, spec_obj)
+                if result is not None:
+                    return result
         return self._weigh_batch(host_list, spec_obj)
+
+    def _row_multiplier(
+        self, weigher: Any, host_list: list[Any], agg_codes: Any, lists: list[list[Any]]
+    ) -> float | np.ndarray:
+        """The weigher's multiplier for each host: a float for all, or an array."""
+        if not _uses_base_multiplier(weigher):
+            return np.array([float(weigher.weight_multiplier(h)) for h in host_list])
+        option = weigher.multiplier_option
+        if option is None:
+            return 1.0
+        configured = weigher.configured_multiplier()
+        sign = weigher.multiplier_sign
+        key = weigher.aggregate_multiplier_key or option
+        present = np.flatnonzero(np.bincount(agg_codes, minlength=len(lists)))
+        by_code = np.full(len(lists), sign * configured)
+        for code in present.tolist():
+            aggregates = lists[code]
+            if any(key in agg.metadata for agg in aggregates):
+                holder = _AggregatesOf(aggregates)
+                by_code[code] = sign * get_weight_multiplier(holder, key, configured)
+        values = by_code[present]
+        if len(values) and (values == values[0]).all():
+            return float(values[0])
+        return by_code[agg_codes]
+
+    def _weigh_rows(
+        self, table: Any, rows: Any, host_list: list[Any], spec_obj: Any
+    ) -> tuple[list[Any], list[float]] | None:
+        """``_weigh_batch`` over arrays (see the module docstring); None when a value would
+        make the arrays differ from the list path (NaN), which then weighs instead."""
+        n = len(host_list)
+        codes, lists = table.aggregates
+        agg_codes = codes[rows]
+        weights = np.zeros(n)
+        for weigher in self.weighers:
+            try:
+                multiplier = self._row_multiplier(weigher, host_list, agg_codes, lists)
+                if _is_zero_array(multiplier):
+                    continue
+                uniform_weight = getattr(weigher, "uniform_weight", None)
+                uniform = uniform_weight(spec_obj) if uniform_weight is not None else None
+                raw = None
+                if uniform is None:
+                    raw = self._raw_column(weigher, table, rows)
+                    if raw is None:
+                        values = weigher.weigh_objects(host_list, spec_obj)
+                        if len(values) != n:
+                            name = getattr(weigher, "name", None) or type(weigher).__name__
+                            raise WeigherError(
+                                name, ValueError(f"{len(values)} weights for {n} hosts")
+                            )
+                        raw = np.array(list(map(float, values)), dtype=np.float64)
+            except WeigherError:
+                raise
+            except Exception as exc:
+                name = getattr(weigher, "name", None) or type(weigher).__name__
+                LOG.exception("Weigher %s raised an error", name)
+                raise WeigherError(name, exc) from exc
+            finite = _is_finite_array(multiplier)
+            minval = getattr(weigher, "minval", None)
+            maxval = getattr(weigher, "maxval", None)
+            if raw is None:
+                value = _clamped(float(uniform), minval, maxval)
+                low = value if minval is None else float(minval)
+                high = value if maxval is None else float(maxval)
+                if low == high and finite:
+                    continue
+                norm = 0.0 if low == high else (value - low) / (high - low)
+                weights = weights + multiplier * norm
+                continue
+            if np.isnan(raw).any():
+                return None
+            if minval is not None:
+                raw = np.where(raw >= minval, raw, float(minval))
+            if maxval is not None:
+                raw = np.where(raw <= maxval, raw, float(maxval))
+            low = float(raw.min() if minval is None else minval)
+            high = float(raw.max() if maxval is None else maxval)
+            if low == high:
+                if finite:
+                    continue
+                weights = weights + multiplier * np.zeros(n)
+                continue
+            weights = weights + multiplier * ((raw - low) / (high - low))
+        if np.isnan(weights).any():
+            return None
+        # descending and stable: equal weights keep the filtered order, as sorted() does
+        order = np.argsort(-weights, kind="stable")
+        return table.hosts_at(rows[order]), weights[order].tolist()
+
+    @staticmethod
+    def _raw_column(weigher: Any, table: Any, rows: Any) -> np.ndarray | None:
+        """A ``host_column`` weigher's values for these rows, from the table; None when the
+        weigher is not one, or some host's value is not a plain number (NaN in the column)."""
+        if not getattr(weigher, "host_column", False):
+            return None
+        cls = type(weigher)
+        owner = next((c for c in cls.__mro__ if "host_column" in vars(c)), None)
+        if owner is None or any(
+            getattr(cls, name, None) is not getattr(owner, name, None)
+            for name in ("_weigh_object", "weigh_objects")
+        ):
+            return None  # a subclass changed what the column was declared for
+        name = f"weigher:{cls.__module__}.{cls.__qualname__}"
+        column = table.numeric(name, partial(_host_value, weigher))
+        raw = column[rows]
+        return None if np.isnan(raw).any() else raw
 
     def _weigh_batch(self, host_list: list[Any], spec_obj: Any) -> tuple[list[Any], list[float]]:
         """nova's arithmetic in a few list passes; the hosts best first, and their weights.

@@ -13,6 +13,7 @@ class HypervisorVersionWeigher(BaseHostWeigher):
 
     multiplier_option = "hypervisor_version_weight_multiplier"
     returns_numbers = True
+    host_column = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.hypervisor_version or 0

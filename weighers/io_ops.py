@@ -14,6 +14,7 @@ class IoOpsWeigher(BaseHostWeigher):
     minval = 0
     multiplier_option = "io_ops_weight_multiplier"
     returns_numbers = True
+    host_column = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.num_io_ops

@@ -13,6 +13,7 @@ class NumInstancesWeigher(BaseHostWeigher):
 
     multiplier_option = "num_instances_weight_multiplier"
     returns_numbers = True
+    host_column = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.num_instances

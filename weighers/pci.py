@@ -57,6 +57,7 @@ class PCIWeigher(BaseHostWeigher):
 
     multiplier_option = "pci_weight_multiplier"
     returns_numbers = True
+    host_column = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return pci_weight(host_state.pci_stats)

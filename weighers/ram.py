@@ -13,6 +13,7 @@ class RAMWeigher(BaseHostWeigher):
     minval = 0
     multiplier_option = "ram_weight_multiplier"
     returns_numbers = True
+    host_column = True
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
         return host_state.free_ram_mb

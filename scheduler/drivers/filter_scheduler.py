@@ -495,7 +495,8 @@ class FilterScheduler:
         if group is not None:
             group.hosts.append(host.host)
             if instance_uuid:
-                host.instances[instance_uuid] = None
+                # copy-on-write: the instance tracker's snapshots are shared and read-only
+                host.instances = {**(host.instances or {}), instance_uuid: None}
 
     @staticmethod
     def _record_mappings(spec: RequestSpec, alloc_req: dict[str, Any]) -> None:

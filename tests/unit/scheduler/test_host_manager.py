@@ -18,7 +18,15 @@ from db import models, queries
 from scheduler import host_manager as hm_mod
 from scheduler.conf import CONF
 from scheduler.host_manager import HostManager
-from scheduler.objects import Aggregate, Destination, Flavor, InstanceGroup, RequestSpec
+from scheduler.objects import (
+    Aggregate,
+    Destination,
+    Flavor,
+    ImageMeta,
+    InstanceGroup,
+    RequestSpec,
+)
+from tests.unit.scheduler.test_host_table import assert_table_mirrors
 
 
 def _utcnow() -> datetime.datetime:
@@ -559,6 +567,27 @@ def _all(hm) -> dict:
     return {hs.uuid or hs.host: _snapshot(hs) for hs in hm.get_host_states_by_uuids(None)}
 
 
+def _decisions(hm, columns: bool) -> tuple:
+    """What the default filters and every weigher make of the host manager's hosts: the
+    ranking (by host) and the reasons, with the columns of the host table or without."""
+    import filters.handler as filter_handler_mod
+    import weighers.handler as weight_handler_mod
+    from filters.handler import FilterHandler, load_filters
+    from weighers.handler import WeightHandler, load_weighers
+
+    hosts = sorted(hm.get_host_states_by_uuids(None), key=lambda h: (h.host, h.nodename))
+    spec = _spec(image=ImageMeta(properties={"hw_architecture": "x86_64"}))
+    saved = filter_handler_mod.COLUMNS_MIN_HOSTS, weight_handler_mod.COLUMNS_MIN_HOSTS
+    threshold = 0 if columns else 10**9
+    filter_handler_mod.COLUMNS_MIN_HOSTS = weight_handler_mod.COLUMNS_MIN_HOSTS = threshold
+    try:
+        report = FilterHandler(load_filters(CONF.filter_scheduler.enabled_filters)).run(hosts, spec)
+        ranked, weights = WeightHandler(load_weighers([])).rank(report.hosts, spec)
+    finally:
+        filter_handler_mod.COLUMNS_MIN_HOSTS, weight_handler_mod.COLUMNS_MIN_HOSTS = saved
+    return [(h.host, h.nodename) for h in ranked], weights, report.summary()
+
+
 @pytest.mark.parametrize("window", [0.0, 3600.0])
 @pytest.mark.parametrize("seed", range(4))
 def test_incremental_cache_matches_a_fresh_full_read_after_random_changes(env, seed, window):
@@ -623,8 +652,13 @@ def test_incremental_cache_matches_a_fresh_full_read_after_random_changes(env, s
         incremental = _all(cached)
         fresh_hm = env.manager()
         fresh = _all(fresh_hm)
-        fresh_hm.stop()
         assert incremental == fresh
+        # the same decisions: the incremental cache over the table's columns, and a fresh
+        # full read over the per-host paths
+        assert _decisions(cached, columns=True) == _decisions(fresh_hm, columns=False)
+        print("DECISIONS", _decisions(cached, columns=True))
+        fresh_hm.stop()
+        assert_table_mirrors(cached.table, cached.get_host_states_by_uuids(None))
     assert set(incremental) <= set(nodes) | {h for _, h in nodes.values()}
 
 

@@ -123,10 +123,17 @@ def test_sync_that_matches_keeps_trusting(tracker, db):
 # -- readers -----------------------------------------------------------------------------
 
 
-def test_instances_for_returns_a_copy_the_caller_may_change(tracker):
+def test_instances_for_returns_a_read_only_snapshot(tracker):
     tracker.update_instance_info("h1", ["a", "b"])
     mine = tracker.instances_for("h1")
-    mine["placed-by-this-request"] = None  # nova's multi-create does this
+    # shared by every request (no copy per host): a caller that wants to add one copies it
+    with pytest.raises(TypeError):
+        mine["placed-by-this-request"] = None
+    assert {**mine, "placed-by-this-request": None} == {
+        "a": None,
+        "b": None,
+        "placed-by-this-request": None,
+    }
     assert tracker.instances_for("h1") == {"a": None, "b": None}
 
 

@@ -1,0 +1,338 @@
+"""HostTable: the HostStates of a HostManager as columns, for filters and weighers that work
+on whole arrays instead of one host at a time.
+
+A HostState stays the object every filter and weigher sees, and its attributes stay the
+truth. The table mirrors, per host, the few values the built-in filters and weighers read on
+every request, in NumPy arrays indexed by the host's row:
+
+- numeric columns registered by weighers whose raw value depends only on the host
+  (``BaseHostWeigher.host_column``): ``free_ram_mb``, free vCPUs, ... as float64, NaN when the
+  host's value is not a plain finite number (the caller then asks the host itself);
+- code columns: a small integer per host standing for a value many hosts share
+  (``supported_instances``, a ``stats`` key), with the distinct values in a list, so that a
+  filter decides once per distinct value;
+- the compute service's state (enabled / disabled / forced down / no heartbeat) and its last
+  heartbeat in microseconds, per (cell, host): one service row serves every node of a host,
+  and a heartbeat updates it in place;
+- the host's set of aggregates as a code (hosts in the same aggregates share one list).
+
+The mirror is written where a HostState changes: ``HostState._update_from_row`` and
+``consume_from_request`` call ``sync``; the host manager calls ``bind_service``,
+``service_changed`` and ``set_aggregate_codes`` when it assigns services and aggregates. A
+HostState outside any table (built by hand, in a test or a plugin) has no row, and the
+handlers use the per-host path for a list that holds one.
+
+Rows are never reused: a row id is global to the process (each table owns its own range), so
+``rows_of`` can tell with two comparisons whether every host of a list belongs to one table.
+Readers do not lock; writers serialize on the table's lock (growing the arrays copies them).
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import math
+import threading
+import weakref
+from collections.abc import Callable, Hashable, Iterable
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+# each table owns rows [base, base + 2**32)
+_ROW_SPAN = 1 << 32
+_TABLE_COUNTER = itertools.count(1)
+_EXACT_INT = 1 << 53
+_EPOCH = datetime.datetime(1970, 1, 1)
+_MICROSECOND = datetime.timedelta(microseconds=1)
+
+# service states (svc_state)
+SERVICE_NONE = 0  # no service record, or no heartbeat at all: down
+SERVICE_UP_IF_RECENT = 1  # enabled, not forced down, a naive datetime heartbeat in svc_last
+SERVICE_DISABLED = 2
+SERVICE_FORCED_DOWN = 3
+SERVICE_ODD = 4  # a heartbeat that is not a naive datetime: ask the host
+
+_row_of = attrgetter("_row")
+
+
+def _number(value: Any) -> float:
+    """``value`` as a float64 that equals it exactly, or NaN (ask the host)."""
+    kind = type(value)
+    if kind is int:
+        return float(value) if -_EXACT_INT < value < _EXACT_INT else math.nan
+    if kind is float:
+        return value if math.isfinite(value) else math.nan
+    return math.nan
+
+
+def service_state(service: Any) -> tuple[int, int]:
+    """(state, last heartbeat in microseconds since 1970) of a service dict, decided as
+    ComputeFilter decides (``disabled``, then ``forced_down``, then the heartbeat)."""
+    if not service:
+        return SERVICE_NONE, 0
+    try:
+        if service.get("disabled"):
+            return SERVICE_DISABLED, 0
+        if service.get("forced_down"):
+            return SERVICE_FORCED_DOWN, 0
+        last = service.get("last_seen_up") or service.get("created_at")
+    except Exception:  # not a mapping: let the filter look at it
+        return SERVICE_ODD, 0
+    if last is None:
+        return SERVICE_NONE, 0
+    if type(last) is datetime.datetime and last.tzinfo is None:
+        return SERVICE_UP_IF_RECENT, (last - _EPOCH) // _MICROSECOND
+    return SERVICE_ODD, 0
+
+
+def microseconds(moment: datetime.datetime) -> int:
+    """A naive UTC datetime as microseconds since 1970 (the unit of ``svc_last``)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+class _CodeColumn:
+    """Per row, the code of a shared value: ``codes[row]`` indexes ``values``; -1 when the
+    host's value has no hashable key (ask the host)."""
+
+    __slots__ = ("func", "key", "codes", "values", "_index")
+
+    def __init__(self, func: Callable[[Any], Any], key: Callable[[Any], Hashable], capacity: int):
+        self.func = func
+        self.key = key
+        self.codes = np.full(capacity, -1, dtype=np.int32)
+        self.values: list[Any] = []
+        self._index: dict[Hashable, int] = {}
+
+    def code_of(self, host: Any) -> int:
+        try:
+            value = self.func(host)
+            key = self.key(value)
+            code = self._index.get(key)
+        except Exception:
+            return -1
+        if code is None:
+            code = self._index[key] = len(self.values)
+            # copy-on-write: a reader iterating ``values`` keeps the list it got
+            self.values = [*self.values, value]
+        return code
+
+
+class HostTable:
+    """Columns mirroring the HostStates of one host manager (see the module docstring)."""
+
+    MAX_CODE_COLUMNS = 64
+
+    def __init__(self, capacity: int = 1024):
+        self.base = next(_TABLE_COUNTER) * _ROW_SPAN
+        self._lock = threading.RLock()
+        self._ref = weakref.ref(self)
+        self.size = 0
+        self._capacity = capacity
+        self.objects = np.empty(capacity, dtype=object)
+        self._numeric: dict[str, tuple[Callable[[Any], Any], np.ndarray]] = {}
+        self._codes: dict[str, _CodeColumn] = {}
+        # services, by slot; the slot of each row (-1: none bound)
+        self.service_slot = np.full(capacity, -1, dtype=np.int32)
+        self._slots: dict[tuple[Any, str], int] = {}
+        self.svc_state = np.zeros(64, dtype=np.int8)
+        self.svc_last = np.zeros(64, dtype=np.int64)
+        # aggregates: (codes by row, the aggregate list of each code), swapped as one value
+        self.aggregates: tuple[np.ndarray, list[list[Any]]] = (
+            np.zeros(capacity, dtype=np.int32),
+            [[]],
+        )
+        self._agg_index: dict[int, int] = {}
+
+    # -- rows --------------------------------------------------------------------------------
+    def add(self, host: Any) -> None:
+        """Give ``host`` a row and fill it (the host manager calls this for every HostState
+        it creates, before publishing it)."""
+        with self._lock:
+            if self.size == self._capacity:
+                self._grow()
+            local = self.size
+            self.objects[local] = host
+            host._table = self._ref
+            host._row = self.base + local
+            self.size = local + 1
+            self._fill(host, local)
+            self.bind_aggregates(host)
+            self.bind_service(host)
+
+    def _grow(self) -> None:
+        capacity = self._capacity * 2
+
+        def grown(array: np.ndarray, fill: Any) -> np.ndarray:
+            out = np.full(capacity, fill, dtype=array.dtype)
+            out[: self._capacity] = array
+            return out
+
+        objects = np.empty(capacity, dtype=object)
+        objects[: self._capacity] = self.objects
+        self.objects = objects
+        for name, (func, array) in list(self._numeric.items()):
+            self._numeric[name] = (func, grown(array, math.nan))
+        for column in self._codes.values():
+            column.codes = grown(column.codes, -1)
+        self.service_slot = grown(self.service_slot, -1)
+        codes, lists = self.aggregates
+        self.aggregates = (grown(codes, 0), lists)
+        self._capacity = capacity
+
+    def rows_of(self, hosts: list[Any]) -> np.ndarray | None:
+        """The local rows of ``hosts``, in order; None unless every one is in this table."""
+        n = len(hosts)
+        rows = np.fromiter(map(_row_of, hosts), dtype=np.int64, count=n)
+        if n:
+            rows -= self.base
+            if rows.min() < 0 or rows.max() >= self.size:
+                return None
+        return rows
+
+    def hosts_at(self, rows: np.ndarray) -> list[Any]:
+        """The HostStates of these local rows, in order."""
+        return self.objects[rows].tolist()
+
+    # -- values --------------------------------------------------------------------------------
+    def sync(self, host: Any) -> None:
+        """Copy the host's current values into its row (after an update or a consumption)."""
+        local = host._row - self.base
+        with self._lock:
+            self._fill(host, local)
+
+    def _fill(self, host: Any, local: int) -> None:
+        for func, array in self._numeric.values():
+            try:
+                array[local] = _number(func(host))
+            except Exception:
+                array[local] = math.nan
+        for column in self._codes.values():
+            column.codes[local] = column.code_of(host)
+
+    def numeric(self, name: str, func: Callable[[Any], Any]) -> np.ndarray:
+        """The float64 column ``name`` (registered with ``func(host)`` on first use: every
+        row is computed then, and on every ``sync`` after)."""
+        found = self._numeric.get(name)
+        if found is not None:
+            return found[1]
+        with self._lock:
+            found = self._numeric.get(name)
+            if found is None:
+                array = np.full(self._capacity, math.nan)
+                for local in range(self.size):
+                    try:
+                        array[local] = _number(func(self.objects[local]))
+                    except Exception:
+                        array[local] = math.nan
+                found = self._numeric[name] = (func, array)
+            return found[1]
+
+    def codes(
+        self, name: str, func: Callable[[Any], Any], key: Callable[[Any], Hashable]
+    ) -> tuple[np.ndarray, list[Any]] | None:
+        """The code column ``name``: (codes by row, distinct values). None when the table
+        already holds ``MAX_CODE_COLUMNS`` code columns (the caller asks the hosts)."""
+        column = self._codes.get(name)
+        if column is None:
+            with self._lock:
+                column = self._codes.get(name)
+                if column is None:
+                    if len(self._codes) >= self.MAX_CODE_COLUMNS:
+                        return None
+                    column = _CodeColumn(func, key, self._capacity)
+                    for local in range(self.size):
+                        column.codes[local] = column.code_of(self.objects[local])
+                    self._codes[name] = column
+        return column.codes, column.values
+
+    # -- services ------------------------------------------------------------------------------
+    def bind_service(self, host: Any) -> None:
+        """Mirror ``host.service`` (the service record of its host name in its cell)."""
+        with self._lock:
+            key = (host.cell_uuid, host.host)
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = len(self._slots)
+                if slot >= len(self.svc_state):
+                    size = 2 * len(self.svc_state)
+                    state = np.zeros(size, dtype=np.int8)
+                    state[:slot] = self.svc_state
+                    last = np.zeros(size, dtype=np.int64)
+                    last[:slot] = self.svc_last
+                    self.svc_state, self.svc_last = state, last
+            state, last = service_state(host.service)
+            self.svc_last[slot] = last
+            self.svc_state[slot] = state
+            self.service_slot[host._row - self.base] = slot
+
+    def service_changed(self, cell_uuid: Any, host_name: str, service: Any) -> None:
+        """A service record changed in place (a heartbeat): mirror it for every node of it."""
+        slot = self._slots.get((cell_uuid, host_name))
+        if slot is None:
+            return
+        state, last = service_state(service)
+        with self._lock:
+            self.svc_last[slot] = last
+            self.svc_state[slot] = state
+
+    def services(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(state, last heartbeat) of the service of each row (SERVICE_NONE when unbound)."""
+        slots = self.service_slot[rows]
+        state = self.svc_state[slots]
+        last = self.svc_last[slots]
+        unbound = slots < 0
+        if unbound.any():
+            state = np.where(unbound, SERVICE_NONE, state)
+        return state, last
+
+    # -- aggregates ----------------------------------------------------------------------------
+    def bind_aggregates(self, host: Any) -> None:
+        """Mirror ``host.aggregates`` (its code stands for the list object: hosts in the same
+        aggregates share one list)."""
+        with self._lock:
+            codes, lists = self.aggregates
+            aggregates = host.aggregates or []
+            code = self._agg_index.get(id(aggregates))
+            if code is None or lists[code] is not aggregates:
+                code = len(lists)
+                lists = [*lists, aggregates]
+                self._agg_index[id(aggregates)] = code
+                self.aggregates = (codes, lists)
+            codes[host._row - self.base] = code
+
+    def rebind_aggregates(self, hosts: Iterable[Any]) -> None:
+        """Mirror new aggregate lists for ``hosts`` (every host of the table after the
+        aggregates were re-read): the codes start afresh and replace the old ones at once."""
+        with self._lock:
+            codes = np.zeros(self._capacity, dtype=np.int32)
+            lists: list[list[Any]] = [[]]
+            index: dict[int, int] = {}
+            for host in hosts:
+                aggregates = host.aggregates or []
+                code = index.get(id(aggregates))
+                if code is None:
+                    code = index[id(aggregates)] = len(lists)
+                    lists.append(aggregates)
+                codes[host._row - self.base] = code
+            self._agg_index = index
+            self.aggregates = (codes, lists)
+
+
+def table_of(hosts: list[Any]) -> tuple[HostTable, np.ndarray] | None:
+    """The table holding every one of ``hosts`` and their rows, or None (some host is not in
+    a table, or not in the same one)."""
+    if not hosts:
+        return None
+    ref = getattr(hosts[0], "_table", None)
+    table = ref() if ref is not None else None
+    if table is None:
+        return None
+    try:
+        rows = table.rows_of(hosts)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if rows is None:
+        return None
+    return table, rows
