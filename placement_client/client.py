@@ -8,6 +8,7 @@ Adapter when Placement sits behind Keystone. Every call takes the request id and
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import random
@@ -93,6 +94,18 @@ class ProviderSpec:
     parent_provider_uuid: str | None = None
 
 
+class _Flight:
+    """One GET /allocation_candidates in progress, that identical queries wait for."""
+
+    __slots__ = ("done", "result", "error", "waiters")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: AllocationCandidates | None = None
+        self.error: BaseException | None = None
+        self.waiters = 0
+
+
 @dataclass(slots=True)
 class _Answer:
     status: int
@@ -113,6 +126,7 @@ class PlacementClient:
         timeout: float = 30.0,
         claim_retries: int = 4,
         retry_backoff: float = 1.0,
+        coalesce_candidates: bool = False,
     ):
         self.endpoint = (endpoint or "").rstrip("/")
         self.timeout = timeout
@@ -132,6 +146,12 @@ class PlacementClient:
         self._known_traits: set[str] = set()
         self._known_classes: set[str] = set()
         self._known_lock = threading.Lock()
+        # identical allocation-candidate queries asked while one is in flight share its
+        # answer (see get_allocation_candidates)
+        self.coalesce_candidates = coalesce_candidates
+        self._flights: dict[str, _Flight] = {}
+        self._flights_lock = threading.Lock()
+        self.coalesced = 0  # queries answered by another one's flight (for logs and tests)
 
     # -- transport ---------------------------------------------------------------------------
     def _request(
@@ -249,8 +269,51 @@ class PlacementClient:
     def get_allocation_candidates(
         self, query: AllocationCandidatesQuery | str, request_id: str | None = None
     ) -> AllocationCandidates:
-        """GET /allocation_candidates at microversion 1.36."""
+        """GET /allocation_candidates at microversion 1.36.
+
+        With ``coalesce_candidates``, a query identical to one already in flight (same query
+        string) does not go to Placement: it waits for that one and gets the same answer,
+        which no caller may modify. The answer is then at most one round trip older than a
+        query of its own would be; Placement still checks every claim against the
+        providers' capacity, as for any answer."""
         qs = query if isinstance(query, str) else query.to_querystring()
+        if not self.coalesce_candidates:
+            return self._get_allocation_candidates(qs, request_id)
+        with self._flights_lock:
+            flight = self._flights.get(qs)
+            leader = flight is None
+            if leader:
+                flight = self._flights[qs] = _Flight()
+            else:
+                flight.waiters += 1
+        if leader:
+            try:
+                flight.result = self._get_allocation_candidates(qs, request_id)
+                return flight.result
+            except BaseException as exc:
+                flight.error = exc
+                raise
+            finally:
+                with self._flights_lock:
+                    del self._flights[qs]
+                flight.done.set()
+        # the leader's request is bounded by the HTTP timeout (and its retries)
+        if not flight.done.wait(self.timeout * 4 + 5.0):
+            raise PlacementClientError(
+                f"GET /allocation_candidates?{qs}: no answer from the identical query in "
+                "flight in time",
+                status=None,
+            )
+        if flight.error is not None:
+            # the leader's error, as a copy of its own (one exception object must not be
+            # raised in several threads at once)
+            raise copy.copy(flight.error) from None
+        with self._flights_lock:
+            self.coalesced += 1
+        LOG.debug("[%s] allocation candidates shared with an identical query in flight", request_id)
+        return flight.result
+
+    def _get_allocation_candidates(self, qs: str, request_id: str | None) -> AllocationCandidates:
         path = "/allocation_candidates?" + qs
         start = time.perf_counter()
         answer = self._request("GET", path, MV_CANDIDATES, request_id=request_id)

@@ -436,6 +436,15 @@ placement_opts = [
         help="Back-off scale (seconds) between claim attempts: before attempt N the client "
         "sleeps a random time up to 2 * N * claim_retry_backoff, as nova does with 1.0.",
     ),
+    cfg.BoolOpt(
+        "coalesce_candidate_queries",
+        default=True,
+        help="(novasched) A GET /allocation_candidates identical to one this process has in "
+        "flight waits for that one and shares its answer instead of asking Placement again. "
+        "Concurrent boots of the same flavor then cost Placement one query, not one each; "
+        "the answer is at most one round trip older, and Placement still checks every claim. "
+        "False asks Placement once per request, as nova does.",
+    ),
 ]
 
 # Groups whose unknown keys are reported once at start-up. Other groups of a nova.conf

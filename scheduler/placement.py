@@ -34,6 +34,7 @@ def client_from_conf(conf=CONF) -> PlacementClient:
             timeout=timeout,
             claim_retries=opts.claim_retries,
             retry_backoff=opts.claim_retry_backoff,
+            coalesce_candidates=opts.coalesce_candidate_queries,
         )
     try:
         auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
@@ -47,4 +48,5 @@ def client_from_conf(conf=CONF) -> PlacementClient:
         timeout=timeout,
         claim_retries=opts.claim_retries,
         retry_backoff=opts.claim_retry_backoff,
+        coalesce_candidates=opts.coalesce_candidate_queries,
     )

@@ -336,3 +336,75 @@ def test_embedded_placement_fails_loudly_on_a_missing_database():
         service.start()
     assert "db sync failed" in str(err.value) and "Unknown database" in str(err.value)
     assert service.run_dir is None  # cleaned up
+
+
+def _slowed(client: PlacementClient, seconds: float) -> list[str]:
+    """Make every GET of ``client`` take ``seconds`` longer (so that concurrent queries
+    overlap for sure); returns the list of the paths it sent."""
+    sent: list[str] = []
+    real = client._request
+
+    def slow(method, path, *args, **kwargs):
+        if method == "GET" and path.startswith("/allocation_candidates"):
+            sent.append(path)
+            time.sleep(seconds)
+        return real(method, path, *args, **kwargs)
+
+    client._request = slow
+    return sent
+
+
+def test_identical_candidate_queries_in_flight_share_one_placement_call(placement_service):
+    agg, rps = _fleet(PlacementClient(placement_service.url), n=3)
+
+    def in_agg(group: QueryGroup) -> AllocationCandidatesQuery:
+        group.member_of = [[agg]]
+        return AllocationCandidatesQuery([group], limit=1000)
+
+    query = in_agg(_base())
+    other = in_agg(_base(VCPU=2, MEMORY_MB=512, DISK_GB=1))
+    client = PlacementClient(placement_service.url, coalesce_candidates=True)
+    sent = _slowed(client, 0.5)
+    start = threading.Barrier(7)
+    answers: list = [None] * 7
+
+    def ask(i: int) -> None:
+        start.wait()
+        answers[i] = client.get_allocation_candidates(other if i == 6 else query)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    # the six identical queries went to Placement once; the other one on its own
+    assert len(sent) == 2 and client.coalesced == 5
+    assert all(a is answers[0] for a in answers[:6])
+    expected = PlacementClient(placement_service.url).get_allocation_candidates(query)
+    assert answers[0].allocation_requests == expected.allocation_requests
+    assert _rps(answers[0]) == _rps(answers[6]) == set(rps)
+    # nothing in flight any more: the next query asks Placement again
+    client.get_allocation_candidates(query)
+    assert len(sent) == 3
+
+
+def test_a_failed_query_in_flight_fails_every_query_waiting_for_it(placement_service):
+    client = PlacementClient(placement_service.url, coalesce_candidates=True)
+    _slowed(client, 0.5)
+    start = threading.Barrier(4)
+    errors: list = []
+
+    def ask() -> None:
+        start.wait()
+        try:
+            client.get_allocation_candidates("resources=NOT_A_CLASS:1&limit=10")
+        except PlacementClientError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(errors) == 4 and len({id(e) for e in errors}) == 4
+    assert all(e.status == 400 and "NOT_A_CLASS" in str(e) for e in errors)
