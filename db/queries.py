@@ -284,6 +284,32 @@ SERVICE_COLUMNS = (
 _CN_COLS = [_CN.c[name] for name in COMPUTE_NODE_COLUMNS]
 _SVC_COLS = [_SVC.c[name] for name in SERVICE_COLUMNS]
 _CN_REPORTED = sa.select(*_CN_COLS).where(_CN.c.updated_at >= sa.bindparam("since"))
+_CN_REPORTED_KEYS = sa.select(_CN.c.uuid, _CN.c.updated_at).where(
+    _CN.c.updated_at >= sa.bindparam("since")
+)
+_CN_BY_UUID = sa.select(*_CN_COLS).where(_CN.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+
+
+def get_compute_node_reports(
+    cell_engine: Engine, since: datetime.datetime, known: dict[str, tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """The compute-node rows reported (``updated_at``) at or after ``since``, as tuples of
+    ``COMPUTE_NODE_COLUMNS``, leaving out those whose ``updated_at`` equals the one of the
+    row in ``known`` (by uuid): what the caller applied already. Two queries: the (uuid,
+    updated_at) of the reports, then the whole rows of the new ones only, so that re-reading
+    a window of reports costs little."""
+    updated_index = COMPUTE_NODE_COLUMNS.index("updated_at")
+    with cell_engine.connect() as conn:
+        keys = conn.execute(_CN_REPORTED_KEYS, {"since": _naive_utc(since)}).all()
+        wanted = []
+        for uuid, updated_at in keys:
+            row = known.get(uuid)
+            if uuid and (row is None or row[updated_index] != updated_at):
+                wanted.append(uuid)
+        rows: list[tuple[Any, ...]] = []
+        for chunk in chunked(wanted):
+            rows.extend(tuple(r) for r in conn.execute(_CN_BY_UUID, {"uuids": chunk}))
+        return rows
 
 
 def get_compute_node_rows(

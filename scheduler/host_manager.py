@@ -13,6 +13,12 @@ whole window instead: services (heartbeats, enable/disable, forced down), comput
 or soft-deleted. Neither table has an index on those columns, and nova-compute heartbeats
 every 10 s, so reading them on every request would re-read most service rows of the cell per
 request. nova's own tolerance for a heartbeat is ``service_down_time`` (60 s).
+
+In the service, both of those happen off the request path: ``warm_up`` reads every cell whole
+before the scheduler takes its first request, and a refresher thread reads each cell's change
+window every ``service_refresh_interval`` seconds (and whole every five minutes). A request
+then reads only compute-node reports, and not even those while the refresher is reading the
+cell: it takes the cell as it is (at most one read old) instead of waiting.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -45,6 +51,10 @@ CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 # whole seconds, and clocks drift: each read goes back this far behind the start of the
 # previous one so that no row committed in between is lost.
 _WATERMARK_SLACK = datetime.timedelta(seconds=5)
+# A request's read of compute-node reports, while the refresher thread reads the whole slack
+# every service_refresh_interval: a report committed later than this is applied by the
+# refresher's next read instead.
+_REPORT_SLACK = datetime.timedelta(seconds=1)
 # Service rows need less: nova-compute rewrites its whole service row (state and heartbeat)
 # every report_interval (10 s), so a row a late commit hid is read again with the next
 # heartbeat. The slack covers DATETIME's whole seconds. At 100k hosts every second of slack
@@ -59,6 +69,8 @@ _FULL_RESYNC_SECONDS = 300.0
 # ``[scheduler] service_refresh_interval`` once that option is registered.
 _WINDOW_READ_SECONDS = 1.0
 
+_CN_UPDATED = queries.COMPUTE_NODE_COLUMNS.index("updated_at")
+_CN_CREATED = queries.COMPUTE_NODE_COLUMNS.index("created_at")
 _SVC_DELETED = queries.SERVICE_COLUMNS.index("deleted")
 _SVC_HOST = queries.SERVICE_COLUMNS.index("host")
 _SVC_COLUMNS = queries.SERVICE_COLUMNS
@@ -160,6 +172,9 @@ class HostManager:
         # host (TypeAffinityFilter: their flavor; ImagePropertiesWeigher: their image
         # properties): instances are then read, with those details, for every request.
         self.instance_details = False
+        # the refresher thread (start_refresher), and what stops it
+        self._refresher: threading.Thread | None = None
+        self._stopping = threading.Event()
         self.refresh_cells_caches()
         self.refresh_aggregates()
 
@@ -297,21 +312,81 @@ class HostManager:
                 view = self._views[cell.uuid] = _CellView(cell=cell)
             return view
 
-    def _refresh_cell(self, cell: Cell, window: bool = False) -> _CellRead:
+    # -- start-up and the refresher ----------------------------------------------------------
+    def warm_up(self) -> int:
+        """Read every enabled cell whole (before the service takes requests: at 100k hosts
+        the first read takes seconds). A cell that fails is skipped with a warning; requests
+        read it later. Returns the number of hosts loaded."""
+        started = time.monotonic()
+        cells = list(self.enabled_cells.values())
+        loaded = 0
+        for cell in cells:
+            try:
+                loaded += len(self._refresh_cell(cell, window=True).hosts)
+            except Exception as exc:
+                LOG.warning("Could not read cell %s at start-up: %s", cell.name, exc)
+        LOG.info(
+            "Loaded %d host(s) from %d cell(s) in %.1f s",
+            loaded,
+            len(cells),
+            time.monotonic() - started,
+        )
+        return loaded
+
+    def start_refresher(self) -> None:
+        """Read every enabled cell's change window (and, every five minutes, the whole cell)
+        on a thread of its own, every ``service_refresh_interval`` seconds, so that requests
+        do not. Nothing to do when the interval is 0 (every request reads everything)."""
+        if self.window_read_interval <= 0 or self._refresher is not None:
+            return
+        self._stopping.clear()
+        self._refresher = threading.Thread(
+            target=self._refresh_loop, name="host-refresh", daemon=True
+        )
+        self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        while not self._stopping.wait(self.window_read_interval):
+            for cell in list(self.enabled_cells.values()):
+                if self._stopping.is_set():
+                    return
+                try:
+                    self._refresh_cell(cell, window=True)
+                except Exception as exc:  # the next round tries again; requests go on
+                    LOG.warning("Could not refresh cell %s: %s", cell.name, exc)
+
+    def _refresh_cell(self, cell: Cell, window: bool = False, *, wait: bool = True) -> _CellRead:
         """Read what changed in one cell and apply it to its HostStates.
 
         ``window`` forces a read of the whole change window (services, creations,
-        deletions) even if the last one is recent. Returns the cell's view and its HostStates
-        at that moment (a dict no one modifies), so callers can iterate it while another
-        request refreshes the same cell.
+        deletions) even if the last one is recent. Without ``wait``, a cell that has been
+        read before and is being read right now (by the refresher, or another request) is
+        returned as it is, without a read of its own. Returns the cell's view and its
+        HostStates at that moment (a dict no one modifies), so callers can iterate it while
+        another request refreshes the same cell.
         """
         view = self._view(cell)
+        if not wait and view.read_started_at is not None:
+            if not view.lock.acquire(blocking=False):
+                return _CellRead(view, view.hosts, view.servable)
+            view.lock.release()
         with view.lock:
             engine = db.get_engine(cell.database_connection)
             started = _utcnow()
             now = time.monotonic()
-            full = view.read_started_at is None or now - view.full_read_at >= _FULL_RESYNC_SECONDS
-            if full or window or now - view.window_read_at >= self.window_read_interval:
+            full = view.read_started_at is None or (
+                now - view.full_read_at >= _FULL_RESYNC_SECONDS
+                # with a refresher, requests leave the whole read to it (unless it is stuck)
+                and (
+                    window
+                    or not self._refreshing()
+                    or now - view.full_read_at >= 2 * _FULL_RESYNC_SECONDS
+                )
+            )
+            window_due = now - view.window_read_at >= self.window_read_interval * (
+                3 if self._refreshing() and not window else 1
+            )
+            if full or window or window_due:
                 since = None if full else view.read_started_at - _WATERMARK_SLACK
                 services = queries.get_compute_service_rows(
                     engine, updated_since=None if full else view.read_started_at - _SERVICE_SLACK
@@ -321,6 +396,7 @@ class HostManager:
                     self._apply_full_read(view, services, nodes)
                     # the rows of a whole read are not kept (they hold every report's text)
                     nodes = []
+                    view.recent_rows = {}
                 else:
                     self._apply_changes(view, services, nodes)
                 view.read_started_at = started
@@ -335,15 +411,37 @@ class HostManager:
                     # reference counting.
                     gc.freeze()
             else:
-                since = (view.nodes_read_started_at or view.read_started_at) - _WATERMARK_SLACK
-                nodes = queries.get_compute_node_rows(engine, reported_since=since)
+                # With the refresher, whose window reads go back the whole slack every
+                # second, a request need only cover DATETIME's whole seconds
+                slack = _REPORT_SLACK if self._refreshing() else _WATERMARK_SLACK
+                since = (view.nodes_read_started_at or view.read_started_at) - slack
+                # only the reports not applied yet are read whole (a report re-read within
+                # the slack is recognised by its updated_at; two reports of one node in one
+                # second of a DATETIME column look alike, and the next window read, which
+                # compares whole rows, applies the second)
+                nodes = queries.get_compute_node_reports(engine, since, view.recent_rows)
                 if nodes:
                     self._apply_changes(view, [], nodes)
             view.nodes_read_started_at = started
-            # the next read starts later than this one (minus the same slack): the rows it
-            # can re-read are among these
-            view.recent_rows = {row[0]: row for row in nodes}
+            # what the next read (a window read) may re-read
+            self._remember_rows(view, nodes, started - _WATERMARK_SLACK)
             return _CellRead(view, view.hosts, view.servable)
+
+    @staticmethod
+    def _remember_rows(
+        view: _CellView, nodes: list[tuple[Any, ...]], cutoff: datetime.datetime
+    ) -> None:
+        """Keep the rows a later read may re-read: those reported at or after ``cutoff``
+        (the next read goes back no further), so that it need not apply them again."""
+        recent = view.recent_rows
+        for row in nodes:
+            recent[row[0]] = row
+        if recent:
+            view.recent_rows = {
+                uuid: row
+                for uuid, row in recent.items()
+                if (row[_CN_UPDATED] or row[_CN_CREATED] or cutoff) >= cutoff
+            }
 
     def _apply_full_read(
         self, view: _CellView, services: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]]
@@ -451,23 +549,28 @@ class HostManager:
         request_id: str | None = None,
     ) -> list[HostState]:
         """HostStates for these compute-node uuids (None: every compute node) in the cells
-        the request may use. Hosts whose compute node has no service record are skipped."""
+        the request may use. Hosts whose compute node has no service record are skipped.
+        ``compute_uuids`` given as a dict, its keys or a set is taken as free of duplicates
+        (Placement's provider summaries); another iterable is de-duplicated first."""
         self._maybe_refresh_aggregates()
         cells = self._cells_for(spec)
         # every host: a rebuild, the caching scheduler's refresh, explain --all-hosts; they
         # want the cell as it is now, not as of the last window read
         reads = self._scatter_gather(cells, request_id, window=compute_uuids is None)
-        wanted = None if compute_uuids is None else dict.fromkeys(compute_uuids)
+        wanted: Iterable[str] | None = compute_uuids
+        if wanted is not None and not isinstance(wanted, dict | KeysView | set | frozenset):
+            wanted = dict.fromkeys(wanted)
         out: list[HostState] = []
         for read in reads:
             if wanted is None:
                 items: list[HostState] = list(read.hosts.values())
                 found = list(read.servable.values())
             else:
-                found = [hs for hs in map(read.servable.get, wanted) if hs is not None]
+                # (a HostState is always true: filter(None) drops only the misses)
+                found = list(filter(None, map(read.servable.get, wanted)))
                 items = found
                 if len(read.servable) != len(read.hosts):
-                    items = [hs for hs in map(read.hosts.get, wanted) if hs is not None]
+                    items = list(filter(None, map(read.hosts.get, wanted)))
             if len(found) != len(items):
                 for hs in items:
                     if not hs.service:
@@ -498,7 +601,9 @@ class HostManager:
                 key = (cell.uuid, window)
                 fut = self._inflight.get(key)
                 if fut is None or fut.done():
-                    fut = self._executor.submit(self._refresh_cell, cell, window)
+                    # a request does not wait for a read already running (the refresher):
+                    # the cell as it is now is at most one read old
+                    fut = self._executor.submit(self._refresh_cell, cell, window, wait=window)
                     self._inflight[key] = fut
                 futures[fut] = cell
         done, not_done = concurrent.futures.wait(futures, timeout=timeout)
@@ -636,7 +741,15 @@ class HostManager:
                 out.append(hs)
         return out
 
+    def _refreshing(self) -> bool:
+        refresher = self._refresher
+        return refresher is not None and refresher.is_alive()
+
     def stop(self) -> None:
+        self._stopping.set()
+        refresher, self._refresher = self._refresher, None
+        if refresher is not None and refresher is not threading.current_thread():
+            refresher.join(timeout=5)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 

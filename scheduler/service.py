@@ -101,6 +101,10 @@ class SchedulerService:
         """Build the driver (if none was given) and start consuming the topic."""
         if self.driver is None:
             self.driver = load_driver(self.conf)
+        prepare = getattr(self.driver, "prepare", None)
+        if prepare is not None:
+            # the first read of a large cloud takes seconds: not on a request's time
+            prepare()
         if self._transport is None:
             self._transport = sched_rpc.get_transport(self.conf)
         self._notifier_transport = sched_rpc.get_notification_transport(self.conf)

@@ -115,6 +115,14 @@ class FilterScheduler:
         self.host_manager.refresh_cells_caches()
         self.host_manager.refresh_aggregates()
 
+    def prepare(self) -> None:
+        """Before the service takes requests: load every cell, then keep the cells' service
+        rows (heartbeats, enable/disable) current on a thread of their own."""
+        warm_up = getattr(self.host_manager, "warm_up", None)
+        if warm_up is not None:
+            warm_up()
+            self.host_manager.start_refresher()
+
     def stop(self) -> None:
         self.host_manager.stop()
 
@@ -246,7 +254,7 @@ class FilterScheduler:
         req.spec.allocation_candidates = by_rp
         t0 = time.perf_counter()
         hosts = self.host_manager.get_host_states_by_uuids(
-            list(candidates.provider_summaries), spec, request_id=req.request_id
+            candidates.provider_summaries.keys(), spec, request_id=req.request_id
         )
         req.timings["host_states"] = time.perf_counter() - t0
         if not hosts:

@@ -365,6 +365,32 @@ def test_compute_node_rows_are_tuples_and_reported_since_sees_only_updates(cell)
     assert [r[0] for r in queries.get_compute_node_rows(cell, reported_since=since)] == ["u2"]
 
 
+def test_compute_node_reports_leave_out_the_reports_already_applied(cell):
+    from db import queries
+
+    old = NOW - datetime.timedelta(hours=1)
+    later = NOW + datetime.timedelta(seconds=1)
+    with cell.begin() as conn:
+        conn.execute(
+            models.compute_nodes.insert(),
+            [
+                _node("stale", "u1", created_at=old, updated_at=old),
+                _node("seen", "u2", created_at=old, updated_at=NOW),
+                _node("moved", "u3", created_at=old, updated_at=later, free_ram_mb=7),
+                _node("unknown", "u4", created_at=old, updated_at=NOW),
+            ],
+        )
+    since = NOW - datetime.timedelta(minutes=1)
+    applied = {r[0]: r for r in queries.get_compute_node_rows(cell, reported_since=since)}
+    assert set(applied) == {"u2", "u3", "u4"}
+    # u3 was applied at an older report, u4 not at all
+    known = {"u2": applied["u2"], "u3": applied["u3"][:-3] + (NOW,) + applied["u3"][-2:]}
+    rows = queries.get_compute_node_reports(cell, since, known)
+    assert sorted(r[0] for r in rows) == ["u3", "u4"]
+    assert {r[0]: r for r in rows}["u3"] == applied["u3"]  # whole rows, as the other reads
+    assert queries.get_compute_node_reports(cell, since, applied) == []
+
+
 def test_compute_service_rows_window_includes_heartbeats_and_deletions(cell):
     from db import queries
 

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 import db
 from db import models, queries
 from scheduler import host_manager as hm_mod
+from scheduler import host_table
 from scheduler.conf import CONF
 from scheduler.host_manager import HostManager
 from scheduler.objects import (
@@ -1105,3 +1106,58 @@ def test_instance_details_carry_flavor_and_image_properties_when_asked(env):
             "image_properties": {"hw_architecture": "aarch64", "os_distro": "ubuntu"},
         }
     }
+
+
+# ---------------------------------------------------------------- start-up and the refresher
+
+
+def _until(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_warm_up_loads_every_cell_before_any_request(env, caplog):
+    c1, c2 = env.add_cell("cell1"), env.add_cell("cell2")
+    env.add_host(c1, "h1")
+    env.add_host(c2, "h2")
+    hm = env.manager(window_read_interval=3600.0)
+    with caplog.at_level(logging.INFO, logger="scheduler.host_manager"):
+        assert hm.warm_up() == 2
+    assert "Loaded 2 host(s) from 2 cell(s)" in caplog.text
+    assert {hs.host for hs in hm.host_states_for("h1") + hm.host_states_for("h2")} == {"h1", "h2"}
+
+
+def test_the_refresher_applies_service_changes_without_a_request(env):
+    cell = env.add_cell("cell1")
+    u1 = env.add_host(cell, "h1")
+    hm = env.manager(window_read_interval=0.05)
+    hm.warm_up()
+    (hs,) = hm.host_states_for("h1")
+    assert not hs.service["disabled"]
+    hm.start_refresher()
+    env.update_service(cell, "h1", disabled=True, disabled_reason="maintenance")
+    assert _until(lambda: hs.service.get("disabled") is True)
+    # and its columns with it: the filters over columns see the change too
+    state, _ = hm.table.services(hm.table.rows_of([hs]))
+    assert state.tolist() == [host_table.SERVICE_DISABLED]
+    assert [h.uuid for h in hm.get_host_states_by_uuids([u1])] == [u1]
+    refresher = hm._refresher
+    hm.stop()
+    assert hm._refresher is None and not refresher.is_alive()
+
+
+def test_a_request_does_not_wait_for_a_read_in_progress(env):
+    cell = env.add_cell("cell1")
+    u1 = env.add_host(cell, "h1")
+    hm = env.manager(window_read_interval=3600.0)
+    hm.warm_up()
+    view = hm._views[cell]
+    with view.lock:  # the refresher (say) is reading the cell
+        started = time.monotonic()
+        hosts = hm.get_host_states_by_uuids([u1])
+        assert time.monotonic() - started < 1.0
+    assert [h.uuid for h in hosts] == [u1]  # the cell as it was
