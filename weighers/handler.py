@@ -99,6 +99,16 @@ def _uses_base_multiplier(weigher: Any) -> bool:
     )
 
 
+def _multiplier_setting(weigher: Any) -> tuple[float, float, str] | None:
+    """(configured multiplier, sign, aggregate metadata key) of a weigher that keeps the base
+    ``weight_multiplier``; None when it names no option (its multiplier is 1.0)."""
+    option = weigher.multiplier_option
+    if option is None:
+        return None
+    key = weigher.aggregate_multiplier_key or option
+    return weigher.configured_multiplier(), weigher.multiplier_sign, key
+
+
 class _Multipliers:
     """The multipliers of one weighing call, for every weigher.
 
@@ -149,12 +159,10 @@ class _Multipliers:
         """The weigher's multiplier: one float for every host, or one per host."""
         if not _uses_base_multiplier(weigher):
             return [float(weigher.weight_multiplier(h)) for h in self.hosts]
-        option = weigher.multiplier_option
-        if option is None:
+        setting = _multiplier_setting(weigher)
+        if setting is None:
             return 1.0
-        configured = weigher.configured_multiplier()
-        sign = weigher.multiplier_sign
-        key = weigher.aggregate_multiplier_key or option
+        configured, sign, key = setting
         relevant = {i for i, agg in self._aggregates().items() if key in agg.metadata}
         if not relevant:
             return sign * configured
@@ -303,12 +311,10 @@ class WeightHandler:
         """The weigher's multiplier for each host: a float for all, or an array."""
         if not _uses_base_multiplier(weigher):
             return np.array([float(weigher.weight_multiplier(h)) for h in host_list])
-        option = weigher.multiplier_option
-        if option is None:
+        setting = _multiplier_setting(weigher)
+        if setting is None:
             return 1.0
-        configured = weigher.configured_multiplier()
-        sign = weigher.multiplier_sign
-        key = weigher.aggregate_multiplier_key or option
+        configured, sign, key = setting
         present = np.flatnonzero(np.bincount(agg_codes, minlength=len(lists)))
         by_code = np.full(len(lists), sign * configured)
         for code in present.tolist():

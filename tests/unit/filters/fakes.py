@@ -9,6 +9,7 @@ from typing import Any
 
 from scheduler.conf import CONF
 from scheduler.host_state import HostState
+from scheduler.host_table import HostTable
 from scheduler.objects import Aggregate, Flavor, ImageMeta, InstanceGroup, RequestSpec
 
 NOW = datetime.datetime(2026, 5, 1, 12, 0, 0)
@@ -66,3 +67,12 @@ def override(name: str, value: Any, group: str | None = None) -> Iterator[None]:
         yield
     finally:
         CONF.clear_override(name, group=group)
+
+
+def tabled(hosts: list[HostState]) -> tuple[HostTable, Any]:
+    """The hosts in a new host table (a small one, so that it grows on the way), and their
+    rows. The hosts hold their table weakly: keep the table while the rows are used."""
+    table = HostTable(capacity=4)
+    for host in hosts:
+        table.add(host)
+    return table, table.rows_of(hosts)

@@ -18,8 +18,7 @@ from filters.compute_capabilities_filter import ComputeCapabilitiesFilter
 from filters.compute_filter import ComputeFilter
 from filters.handler import FilterHandler, HostList
 from filters.image_props_filter import ImagePropertiesFilter
-from scheduler.host_table import HostTable
-from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override
+from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override, tabled
 from tests.unit.filters.test_default_filters_batch_equals_per_host import (
     SETTINGS,
     capability_hosts,
@@ -30,13 +29,6 @@ from tests.unit.filters.test_default_filters_batch_equals_per_host import (
     image_props,
     per_host,
 )
-
-
-def tabled(hosts):
-    table = HostTable(capacity=4)
-    for host in hosts:
-        table.add(host)
-    return table, table.rows_of(hosts)
 
 
 def by_rows(filt, hosts, spec):

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import weighers.handler as handler_mod
-from scheduler.host_table import HostTable
-from tests.unit.filters.fakes import make_aggregate, make_host, make_spec
+from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, tabled
 from tests.unit.weighers.test_weighers_batch_equals_per_host import (
     ALL_WEIGHERS,
     conf,
@@ -25,13 +24,6 @@ from tests.unit.weighers.test_weight_handler_batch_equals_reference import (
     multipliers,
 )
 from weighers.handler import WeighedHost, WeigherError, WeightHandler
-
-
-def tabled(hosts):
-    table = HostTable(capacity=4)
-    for host in hosts:
-        table.add(host)
-    return table, table.rows_of(hosts)
 
 
 def outcome(call):
