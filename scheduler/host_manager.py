@@ -118,6 +118,10 @@ class _CellView:
     # the compute-node rows of the last read, by uuid: the next read re-reads the slack
     # window, and a row equal to the one applied then is not applied again
     recent_rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # bumped whenever a service row changes in more than its heartbeat; the lowest
+    # nova-compute version as of such a generation (``minimum_compute_version``)
+    services_generation: int = 0
+    min_version: tuple[int, int | None] | None = None
     window_read_at: float = 0.0  # time.monotonic() of the last window read
     full_read_at: float = 0.0  # time.monotonic() of the last whole read
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -448,6 +452,7 @@ class HostManager:
     ) -> None:
         # what the whole read does not return is gone (deleted rows are not in it)
         view.services = {row[_SVC_HOST]: _service_dict(row) for row in services}
+        view.services_generation += 1
         live = {row[0] for row in nodes if row[0]}
         hosts = {u: hs for u, hs in view.hosts.items() if u in live}
         bind_service = self.table.bind_service
@@ -506,6 +511,7 @@ class HostManager:
                 hosts, copied = dict(hosts), True
             self._apply_node(view, hosts, row)
         if changed_hosts:
+            view.services_generation += 1
             for hs in hosts.values():
                 if hs.host in changed_hosts:
                     hs.service = view.services.get(hs.host) or {}
@@ -680,12 +686,20 @@ class HostManager:
         if not views or not any(v.services for v in views):
             cells = list(self.enabled_cells.values())
             views = [r.view for r in self._scatter_gather(cells, window=True)]
-        versions = [
-            row["version"]
-            for view in views
-            for row in list(view.services.values())
-            if row.get("version") is not None
-        ]
+        versions = []
+        for view in views:
+            # per cell, recomputed only after a service changed (not at every heartbeat)
+            generation = view.services_generation
+            known = view.min_version
+            if known is None or known[0] != generation:
+                found = [
+                    row["version"]
+                    for row in list(view.services.values())
+                    if row.get("version") is not None
+                ]
+                known = view.min_version = (generation, min(found) if found else None)
+            if known[1] is not None:
+                versions.append(known[1])
         return min(versions) if versions else None
 
     def forget_consumption(self, host_states: Iterable[HostState]) -> None:

@@ -248,8 +248,19 @@ class FilterScheduler:
                 reason += "; " + req.placement_hint
             raise NoValidHost(reason)
         by_rp: dict[str, list[dict[str, Any]]] = {}
+        get = by_rp.get
         for areq in candidates.allocation_requests:
-            for rp_uuid in areq["allocations"]:
+            allocations = areq["allocations"]
+            if len(allocations) == 1:
+                # the common case (a compute node alone): no setdefault, no new list per call
+                (rp_uuid,) = allocations
+                found = get(rp_uuid)
+                if found is None:
+                    by_rp[rp_uuid] = [areq]
+                else:
+                    found.append(areq)
+                continue
+            for rp_uuid in allocations:
                 by_rp.setdefault(rp_uuid, []).append(areq)
         req.spec.allocation_candidates = by_rp
         t0 = time.perf_counter()
