@@ -337,7 +337,7 @@ def get_compute_node_rows(
     else:
         stmt = stmt.where(_CN.c.deleted == 0)
     with cell_engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(stmt)]
+        return list(map(tuple, conn.execute(stmt).fetchall()))
 
 
 def get_compute_service_rows(
@@ -362,7 +362,7 @@ def get_compute_service_rows(
             )
         )
     with cell_engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(stmt)]
+        return list(map(tuple, conn.execute(stmt).fetchall()))
 
 
 def get_instance_uuids_by_host(

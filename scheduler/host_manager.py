@@ -27,6 +27,7 @@ import concurrent.futures
 import datetime
 import gc
 import logging
+import operator
 import sys
 import threading
 import time
@@ -479,6 +480,9 @@ class HostManager:
                     changed_hosts.add(host)
                 continue
             known = view.services.get(host)
+            if known is not None and _SVC_BEAT_OF_DICT(known) == _SVC_BEAT_OF_ROW(row):
+                if _only_heartbeat_changed(known, row):
+                    continue  # the same row again (a window re-reads its slack)
             if known is not None and _only_heartbeat_changed(known, row):
                 # most re-read rows: a heartbeat, applied in place (one key at a time; a
                 # filter reading the dict meanwhile sees the old or the new value)
@@ -769,6 +773,9 @@ class HostManager:
 
 def _only_heartbeat_changed(known: dict[str, Any], row: tuple[Any, ...]) -> bool:
     """Whether ``row`` differs from the cached service dict only in heartbeat columns."""
+    # the common case in one C-level comparison (the stored booleans equal the rows' 0/1)
+    if _SVC_STABLE_OF_DICT(known) == _SVC_STABLE_OF_ROW(row):
+        return True
     for i, name, is_bool in _SVC_STABLE:
         value = row[i]
         if is_bool:
@@ -776,6 +783,12 @@ def _only_heartbeat_changed(known: dict[str, Any], row: tuple[Any, ...]) -> bool
         if known.get(name) != value:
             return False
     return True
+
+
+_SVC_STABLE_OF_ROW = operator.itemgetter(*(i for i, _, _ in _SVC_STABLE))
+_SVC_STABLE_OF_DICT = operator.itemgetter(*(name for _, name, _ in _SVC_STABLE))
+_SVC_BEAT_OF_ROW = operator.itemgetter(_SVC_LAST_SEEN, _SVC_UPDATED, _SVC_REPORTS)
+_SVC_BEAT_OF_DICT = operator.itemgetter("last_seen_up", "updated_at", "report_count")
 
 
 def _service_dict(row: tuple[Any, ...]) -> dict[str, Any]:
