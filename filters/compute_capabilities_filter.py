@@ -174,8 +174,8 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
             if len(values) > len(rows):
                 return None
             codes = by_row[rows]
-            if codes.min() < 0:
-                return None
+            if codes.min() < 0 or codes.max() >= len(values):
+                return None  # a value the columns cannot key, or one written since
             columns.append((codes, values))
         reasons: list[str] = []
         for check in checks:

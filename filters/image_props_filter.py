@@ -253,7 +253,9 @@ class ImagePropertiesFilter(BaseHostFilter):
         if len(values) > len(rows):
             return None  # as many distinct values as hosts: the per-host path is cheaper
         codes = by_row[rows]
-        if len(codes) and codes.min() < 0:
+        # -1: a value the columns cannot key; >= len(values): written since (a host updated
+        # meanwhile): the per-host path decides
+        if len(codes) and (codes.min() < 0 or codes.max() >= len(values)):
             return None
         reasons = ["", NO_SUPPORTED_INSTANCES.reason, request.unsupported.reason]
         verdicts = np.zeros(len(values), dtype=np.int8)

@@ -204,6 +204,8 @@ class HostManager:
                 new = cells.get(uuid)
                 if new is None or new.database_connection != old.database_connection:
                     # another database: read it whole again, under its new name
+                    for hs in self._views[uuid].hosts.values():
+                        self.table.release(hs)
                     del self._views[uuid]
                 else:
                     self._views[uuid].cell = new
@@ -456,6 +458,10 @@ class HostManager:
         view.services_generation += 1
         live = {row[0] for row in nodes if row[0]}
         hosts = {u: hs for u, hs in view.hosts.items() if u in live}
+        for uuid, hs in view.hosts.items():
+            if uuid not in live:
+                self.table.release(hs)
+        self.table.collect()
         bind_service = self.table.bind_service
         for hs in hosts.values():
             hs.service = view.services.get(hs.host) or {}
@@ -506,6 +512,7 @@ class HostManager:
                     if not copied:
                         hosts, copied = dict(hosts), True
                     del hosts[uuid]
+                    self.table.release(hs)
                 continue
             if hs is not None and hs.host == row[1] and hs.nodename == row[2]:
                 # the common case: a known node reports again
@@ -536,6 +543,8 @@ class HostManager:
         # A node whose usage is not reported yet keeps uuid None, as in nova: it goes
         # through the filters but has no allocation candidates, so it is never claimed.
         if hs is None or hs.host != host or hs.nodename != nodename:
+            if hs is not None:
+                self.table.release(hs)
             hs = HostState(host, nodename, view.cell.uuid)
             hosts[uuid] = hs
             # not published yet: no other thread can see it, so no lock (and none created)

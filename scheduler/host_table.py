@@ -24,7 +24,10 @@ handlers use the per-host path for a list that holds one.
 
 Rows are never reused: a row id is global to the process (each table owns its own range), so
 ``rows_of`` can tell with two comparisons whether every host of a list belongs to one table.
-Readers do not lock; writers serialize on the table's lock (growing the arrays copies them).
+A host the host manager drops is ``release``d: its row keeps the HostState for
+``RELEASE_DELAY`` seconds (a request that holds the row can still read it), then ``collect``
+lets it go. Readers do not lock; writers serialize on the table's lock (growing the arrays
+copies them).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import datetime
 import itertools
 import math
 import threading
+import time
 import weakref
 from collections.abc import Callable, Hashable, Iterable
 from operator import attrgetter
@@ -94,9 +98,14 @@ def microseconds(moment: datetime.datetime) -> int:
 
 class _CodeColumn:
     """Per row, the code of a shared value: ``codes[row]`` indexes ``values``; -1 when the
-    host's value has no hashable key (ask the host)."""
+    host's value has no hashable key (ask the host).
 
-    __slots__ = ("func", "key", "codes", "values", "_index")
+    ``state`` is the (codes, values) pair readers take in one read: values only grow (a new
+    list each time), and a renumbering (``HostTable._recode``) or a growth installs new
+    arrays, so a reader's pair stays consistent as long as it checks its codes against its
+    own ``len(values)``."""
+
+    __slots__ = ("func", "key", "codes", "values", "_index", "state")
 
     def __init__(self, func: Callable[[Any], Any], key: Callable[[Any], Hashable], capacity: int):
         self.func = func
@@ -104,6 +113,7 @@ class _CodeColumn:
         self.codes = np.full(capacity, -1, dtype=np.int32)
         self.values: list[Any] = []
         self._index: dict[Hashable, int] = {}
+        self.state: tuple[np.ndarray, list[Any]] = (self.codes, self.values)
 
     def code_of(self, host: Any) -> int:
         try:
@@ -116,6 +126,7 @@ class _CodeColumn:
             code = self._index[key] = len(self.values)
             # copy-on-write: a reader iterating ``values`` keeps the list it got
             self.values = [*self.values, value]
+            self.state = (self.codes, self.values)
         return code
 
 
@@ -123,6 +134,8 @@ class HostTable:
     """Columns mirroring the HostStates of one host manager (see the module docstring)."""
 
     MAX_CODE_COLUMNS = 64
+    # no request holds its rows that long
+    RELEASE_DELAY = 600.0
 
     def __init__(self, capacity: int = 1024):
         self.base = next(_TABLE_COUNTER) * _ROW_SPAN
@@ -144,6 +157,7 @@ class HostTable:
             [[]],
         )
         self._agg_index: dict[int, int] = {}
+        self._released: list[tuple[float, int]] = []  # (when, local row)
 
     # -- rows --------------------------------------------------------------------------------
     def add(self, host: Any) -> None:
@@ -176,10 +190,38 @@ class HostTable:
             self._numeric[name] = (func, grown(array, math.nan))
         for column in self._codes.values():
             column.codes = grown(column.codes, -1)
+            column.state = (column.codes, column.values)
         self.service_slot = grown(self.service_slot, -1)
         codes, lists = self.aggregates
         self.aggregates = (grown(codes, 0), lists)
         self._capacity = capacity
+
+    def release(self, host: Any) -> None:
+        """The host manager dropped ``host``: free its row's HostState after RELEASE_DELAY."""
+        local = getattr(host, "_row", -1) - self.base
+        if 0 <= local < self.size:
+            with self._lock:
+                self._released.append((time.monotonic(), local))
+
+    def collect(self, now: float | None = None) -> int:
+        """Let go of the HostStates released more than RELEASE_DELAY seconds ago; returns
+        how many."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            due = [local for when, local in self._released if now - when >= self.RELEASE_DELAY]
+            if due:
+                for host in self.objects[due].tolist():
+                    if host is not None:  # out of the table: the per-host paths take it
+                        host._table = None
+                        host._row = -1
+                self._released = [
+                    (when, local)
+                    for when, local in self._released
+                    if now - when < self.RELEASE_DELAY
+                ]
+                self.objects[due] = None
+                self.service_slot[due] = -1
+        return len(due)
 
     def rows_of(self, hosts: list[Any]) -> np.ndarray | None:
         """The local rows of ``hosts``, in order; None unless every one is in this table."""
@@ -210,6 +252,21 @@ class HostTable:
                 array[local] = math.nan
         for column in self._codes.values():
             column.codes[local] = column.code_of(host)
+            if len(column.values) > 2 * self.size + 1024:
+                # values that churn (a counter, a timestamp) would grow the list forever:
+                # start it again from the values the hosts hold now
+                self._recode(column)
+
+    def _recode(self, column: _CodeColumn) -> None:
+        """Rebuild a code column from the hosts' current values (under the lock)."""
+        fresh = _CodeColumn(column.func, column.key, len(column.codes))
+        objects = self.objects
+        for local in range(self.size):
+            host = objects[local]
+            if host is not None:
+                fresh.codes[local] = fresh.code_of(host)
+        column.values, column._index, column.codes = fresh.values, fresh._index, fresh.codes
+        column.state = (fresh.codes, fresh.values)  # readers switch pairs in one read
 
     def numeric(self, name: str, func: Callable[[Any], Any]) -> np.ndarray:
         """The float64 column ``name`` (registered with ``func(host)`` on first use: every
@@ -233,7 +290,8 @@ class HostTable:
         self, name: str, func: Callable[[Any], Any], key: Callable[[Any], Hashable]
     ) -> tuple[np.ndarray, list[Any]] | None:
         """The code column ``name``: (codes by row, distinct values). None when the table
-        already holds ``MAX_CODE_COLUMNS`` code columns (the caller asks the hosts)."""
+        already holds ``MAX_CODE_COLUMNS`` code columns (the caller asks the hosts). A code
+        written after this call may be beyond ``len(values)``: check before indexing."""
         column = self._codes.get(name)
         if column is None:
             with self._lock:
@@ -245,7 +303,7 @@ class HostTable:
                     for local in range(self.size):
                         column.codes[local] = column.code_of(self.objects[local])
                     self._codes[name] = column
-        return column.codes, column.values
+        return column.state
 
     # -- services ------------------------------------------------------------------------------
     def bind_service(self, host: Any) -> None:

@@ -226,3 +226,24 @@ def test_a_subclass_that_changes_host_passes_is_not_answered_by_the_columns():
         report = FilterHandler([OnlyEvenHosts()]).run(hosts, make_spec())
     assert [h.host for h in report.hosts] == ["h0", "h2", "h4"]
     del table
+
+
+def test_codes_written_after_the_values_were_read_send_the_filter_to_the_hosts():
+    hosts = [
+        make_host("x", supported_instances=[["x86_64", "kvm", "hvm"]], stats={"storage": "ssd"}),
+        make_host("arm", supported_instances=[["aarch64", "kvm", "hvm"]], stats={"storage": "hd"}),
+    ]
+    table, rows = tabled(hosts)
+    real = table.codes
+
+    def stale(name, func, key):
+        codes, values = real(name, func, key)
+        return codes, values[:1]  # as if a host had reported a new value meanwhile
+
+    table.codes = stale
+    image = make_spec(image_props={"hw_architecture": "x86_64"})
+    assert ImagePropertiesFilter().filter_rows(table, rows, image) is None
+    ssd = make_spec({"capabilities:storage": "ssd"})
+    assert ComputeCapabilitiesFilter().filter_rows(table, rows, ssd) is None
+    table.codes = real
+    assert ComputeCapabilitiesFilter().filter_rows(table, rows, ssd) is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import math
 import random
+import time
 
 import numpy as np
 import pytest
@@ -213,3 +214,44 @@ def test_a_service_shared_by_the_nodes_of_one_host_updates_them_all():
     table.service_changed("c1", "ironic", service)
     state, _ = table.services(table.rows_of(nodes))
     assert state.tolist() == [SERVICE_DISABLED] * 3
+
+
+def test_a_released_host_is_let_go_only_after_the_delay():
+    table = HostTable()
+    a, b = make_host("a"), make_host("b")
+    table.add(a)
+    table.add(b)
+    table.release(a)
+    assert table.collect() == 0  # a request may still hold its row
+    assert table.hosts_at(table.rows_of([a, b])) == [a, b]
+    assert table.collect(now=time.monotonic() + HostTable.RELEASE_DELAY + 1) == 1
+    # out of the table: the per-host paths take it, and the table no longer keeps it
+    assert (a._table, a._row) == (None, -1)
+    assert table.rows_of([a, b]) is None
+    assert table.objects[0] is None and table.hosts_at(table.rows_of([b])) == [b]
+    assert table.collect(now=time.monotonic() + 10 * HostTable.RELEASE_DELAY) == 0
+
+
+def test_a_code_column_of_churning_values_is_renumbered_and_stays_small():
+    table = HostTable(capacity=4)
+    hosts = [make_host(f"h{i}", stats={"boot": "0"}) for i in range(3)]
+    for host in hosts:
+        table.add(host)
+    table.codes("boot", _boot, lambda v: v)
+    reader_codes, reader_values = table.codes("boot", _boot, lambda v: v)
+    for step in range(3000):  # a stat that never repeats (a counter, a timestamp)
+        host = hosts[step % 3]
+        host.stats = {"boot": str(step)}
+        table.sync(host)
+    codes, values = table.codes("boot", _boot, lambda v: v)
+    assert len(values) <= 2 * table.size + 1024 + 1
+    assert [values[c] for c in codes[table.rows_of(hosts)].tolist()] == ["2997", "2998", "2999"]
+    assert_table_mirrors(table, hosts)
+    # a reader's values never change under it (a new list each time); codes written since
+    # may point past them, which the filters check (and then ask the hosts)
+    assert reader_values == ["0"]
+    assert reader_codes.max() >= len(reader_values)
+
+
+def _boot(host):
+    return host.stats.get("boot")
