@@ -656,9 +656,10 @@ class HostManager:
         same/different host hints): one query per cell."""
         by_cell: dict[str, list[HostState]] = {}
         details = self.instance_details
+        # the casts carry uuids only: with details asked for, read the database
+        tracked_of = (lambda host: None) if details else self.instance_tracker.lookup()
         for hs in hosts:
-            # the casts carry uuids only: with details asked for, read the database
-            tracked = None if details else self.instance_tracker.instances_for(hs.host)
+            tracked = tracked_of(hs.host)
             if tracked is not None:  # kept current by the compute's casts
                 hs.instances = tracked
             else:
