@@ -259,7 +259,14 @@ def group_case(draw):
             InstanceGroup,
             uuid=st.just("g1"),
             policy=st.sampled_from(["affinity", "anti-affinity", "soft-affinity", None]),
-            rules=st.sampled_from([{}, {"max_server_per_host": 2}, {"max_server_per_host": "x"}]),
+            rules=st.sampled_from(
+                [
+                    {},
+                    {"max_server_per_host": 2},
+                    {"max_server_per_host": "x"},
+                    {"max_server_per_host": 0},
+                ]
+            ),
             members=st.lists(st.sampled_from(UUIDS), max_size=4, unique=True),
             hosts=st.lists(st.sampled_from([f"h{i}" for i in range(8)]), max_size=3),
         )
