@@ -6,9 +6,12 @@ import datetime
 import json
 import logging
 import random
+import subprocess
+import sys
 import threading
 import time
 import uuid as uuidlib
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -1161,3 +1164,43 @@ def test_a_request_does_not_wait_for_a_read_in_progress(env):
         hosts = hm.get_host_states_by_uuids([u1])
         assert time.monotonic() - started < 1.0
     assert [h.uuid for h in hosts] == [u1]  # the cell as it was
+
+
+_EVENTLET_REFRESHER = r"""
+import eventlet
+
+eventlet.monkey_patch()  # as novasched-scheduler does with concurrency_backend = eventlet
+
+import pathlib, sys, time
+
+from scheduler.conf import CONF
+from tests.unit.scheduler.test_host_manager import Env
+
+CONF([], project="nova", default_config_files=[], default_config_dirs=[])
+env = Env(pathlib.Path(sys.argv[1]))
+cell = env.add_cell("cell1")
+env.add_host(cell, "h1")
+hm = env.manager(window_read_interval=0.05)
+assert hm.warm_up() == 1
+hm.start_refresher()
+(hs,) = hm.host_states_for("h1")
+env.update_service(cell, "h1", disabled=True)
+deadline = time.monotonic() + 10
+while not hs.service.get("disabled") and time.monotonic() < deadline:
+    eventlet.sleep(0.02)
+hm.stop()
+print("disabled" if hs.service.get("disabled") else "not applied")
+"""
+
+
+def test_the_refresher_runs_as_a_green_thread_under_eventlet(tmp_path):
+    # a child process: eventlet's monkey patching is for a whole process
+    result = subprocess.run(
+        [sys.executable, "-c", _EVENTLET_REFRESHER, str(tmp_path)],
+        cwd=str(Path(__file__).resolve().parents[3]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-1] == "disabled"
