@@ -225,6 +225,17 @@ def _is_finite(multiplier: float | list[float]) -> bool:
     return math.isfinite(multiplier)
 
 
+def _uniform_normalised(uniform: float, minval: float | None, maxval: float | None) -> float | None:
+    """The normalised value of a weigher that gives every host ``uniform``; None when the
+    bounds are equal (every host normalises to 0)."""
+    value = _clamped(float(uniform), minval, maxval)
+    low = value if minval is None else float(minval)
+    high = value if maxval is None else float(maxval)
+    if low == high:
+        return None
+    return (value - low) / (high - low)
+
+
 def _clamped(value: float, minval: float | None, maxval: float | None) -> float:
     if minval is not None and not value >= minval:
         value = float(minval)
@@ -364,12 +375,10 @@ class WeightHandler:
             minval = getattr(weigher, "minval", None)
             maxval = getattr(weigher, "maxval", None)
             if raw is None:
-                value = _clamped(float(uniform), minval, maxval)
-                low = value if minval is None else float(minval)
-                high = value if maxval is None else float(maxval)
-                if low == high and finite:
+                norm = _uniform_normalised(uniform, minval, maxval)
+                if norm is None and finite:
                     continue
-                norm = 0.0 if low == high else (value - low) / (high - low)
+                norm = norm or 0.0
                 weights = weights + multiplier * norm
                 continue
             if np.isnan(raw).any():
@@ -443,12 +452,10 @@ class WeightHandler:
             maxval = getattr(weigher, "maxval", None)
             if raw is None:
                 # every host has the same value: one normalised value for all
-                value = _clamped(float(uniform), minval, maxval)
-                low = value if minval is None else float(minval)
-                high = value if maxval is None else float(maxval)
-                if low == high and _is_finite(multiplier):
+                norm = _uniform_normalised(uniform, minval, maxval)
+                if norm is None and _is_finite(multiplier):
                     continue
-                norm = 0.0 if low == high else (value - low) / (high - low)
+                norm = norm or 0.0
                 weights = _add_pending(weights, pending)
                 if isinstance(multiplier, list):
                     weights = [w + m * norm for w, m in zip(weights, multiplier, strict=False)]
