@@ -373,11 +373,9 @@ class HostManager:
         another request refreshes the same cell.
         """
         view = self._view(cell)
-        if not wait and view.read_started_at is not None:
-            if not view.lock.acquire(blocking=False):
-                return _CellRead(view, view.hosts, view.servable)
-            view.lock.release()
-        with view.lock:
+        if not view.lock.acquire(blocking=wait or view.read_started_at is None):
+            return _CellRead(view, view.hosts, view.servable)
+        try:
             engine = db.get_engine(cell.database_connection)
             started = _utcnow()
             now = time.monotonic()
@@ -433,6 +431,8 @@ class HostManager:
             # what the next read (a window read) may re-read
             self._remember_rows(view, nodes, started - _WATERMARK_SLACK)
             return _CellRead(view, view.hosts, view.servable)
+        finally:
+            view.lock.release()
 
     @staticmethod
     def _remember_rows(
@@ -462,10 +462,7 @@ class HostManager:
             if uuid not in live:
                 self.table.release(hs)
         self.table.collect()
-        bind_service = self.table.bind_service
-        for hs in hosts.values():
-            hs.service = view.services.get(hs.host) or {}
-            bind_service(hs)
+        # every host kept has a row in ``nodes``: _apply_node gives it its service
         for row in nodes:
             self._apply_node(view, hosts, row)
         view.hosts = hosts
@@ -486,10 +483,9 @@ class HostManager:
                     changed_hosts.add(host)
                 continue
             known = view.services.get(host)
-            if known is not None and _SVC_BEAT_OF_DICT(known) == _SVC_BEAT_OF_ROW(row):
-                if _only_heartbeat_changed(known, row):
-                    continue  # the same row again (a window re-reads its slack)
             if known is not None and _only_heartbeat_changed(known, row):
+                if _SVC_BEAT_OF_DICT(known) == _SVC_BEAT_OF_ROW(row):
+                    continue  # the same row again (a window re-reads its slack)
                 # most re-read rows: a heartbeat, applied in place (one key at a time; a
                 # filter reading the dict meanwhile sees the old or the new value)
                 known["last_seen_up"] = row[_SVC_LAST_SEEN]
@@ -657,7 +653,7 @@ class HostManager:
         by_cell: dict[str, list[HostState]] = {}
         details = self.instance_details
         # the casts carry uuids only: with details asked for, read the database
-        tracked_of = (lambda host: None) if details else self.instance_tracker.lookup()
+        tracked_of = (lambda host: None) if details else self.instance_tracker.instances_for
         for hs in hosts:
             tracked = tracked_of(hs.host)
             if tracked is not None:  # kept current by the compute's casts

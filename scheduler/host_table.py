@@ -105,15 +105,21 @@ class _CodeColumn:
     arrays, so a reader's pair stays consistent as long as it checks its codes against its
     own ``len(values)``."""
 
-    __slots__ = ("func", "key", "codes", "values", "_index", "state")
+    __slots__ = ("func", "key", "_index", "state")
 
     def __init__(self, func: Callable[[Any], Any], key: Callable[[Any], Hashable], capacity: int):
         self.func = func
         self.key = key
-        self.codes = np.full(capacity, -1, dtype=np.int32)
-        self.values: list[Any] = []
         self._index: dict[Hashable, int] = {}
-        self.state: tuple[np.ndarray, list[Any]] = (self.codes, self.values)
+        self.state: tuple[np.ndarray, list[Any]] = (np.full(capacity, -1, dtype=np.int32), [])
+
+    @property
+    def codes(self) -> np.ndarray:
+        return self.state[0]
+
+    @property
+    def values(self) -> list[Any]:
+        return self.state[1]
 
     def code_of(self, host: Any) -> int:
         try:
@@ -123,10 +129,10 @@ class _CodeColumn:
         except Exception:
             return -1
         if code is None:
-            code = self._index[key] = len(self.values)
+            codes, values = self.state
+            code = self._index[key] = len(values)
             # copy-on-write: a reader iterating ``values`` keeps the list it got
-            self.values = [*self.values, value]
-            self.state = (self.codes, self.values)
+            self.state = (codes, [*values, value])
         return code
 
 
@@ -189,8 +195,7 @@ class HostTable:
         for name, (func, array) in list(self._numeric.items()):
             self._numeric[name] = (func, grown(array, math.nan))
         for column in self._codes.values():
-            column.codes = grown(column.codes, -1)
-            column.state = (column.codes, column.values)
+            column.state = (grown(column.codes, -1), column.values)
         self.service_slot = grown(self.service_slot, -1)
         codes, lists = self.aggregates
         self.aggregates = (grown(codes, 0), lists)
@@ -265,8 +270,8 @@ class HostTable:
             host = objects[local]
             if host is not None:
                 fresh.codes[local] = fresh.code_of(host)
-        column.values, column._index, column.codes = fresh.values, fresh._index, fresh.codes
-        column.state = (fresh.codes, fresh.values)  # readers switch pairs in one read
+        # readers switch from one (codes, values) pair to the other in one read
+        column._index, column.state = fresh._index, fresh.state
 
     def numeric(self, name: str, func: Callable[[Any], Any]) -> np.ndarray:
         """The float64 column ``name`` (registered with ``func(host)`` on first use: every

@@ -122,19 +122,6 @@ class InstanceTracker:
             return None
         return known.uuids
 
-    def lookup(self) -> Callable[[str], Mapping[str, None] | None]:
-        """``instances_for`` without a method call per host (for a request that needs the
-        instances of many hosts): a function of the host name."""
-        if not self.enabled:
-            return lambda host: None
-        get = self._hosts.get  # entries are replaced whole, never changed: no lock
-
-        def instances_for(host: str) -> Mapping[str, None] | None:
-            known = get(host)
-            return known.uuids if known is not None and known.updated else None
-
-        return instances_for
-
     def seed(self, uuids_by_host: Mapping[str, Iterable[str]]) -> None:
         """Start hosts from a database read (nova's start-up ``_init_instance_info``): not
         trusted until a cast confirms them. Hosts the casts already told us about are kept."""

@@ -62,6 +62,15 @@ def _fleet(client: PlacementClient, n: int = 4, **kw) -> tuple[str, list[str]]:
     return agg, rps
 
 
+def _run_together(targets) -> None:
+    """Run each callable on a thread of its own and wait for them all."""
+    threads = [threading.Thread(target=target) for target in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+
 def _rps(answer) -> set[str]:
     return {rp for ar in answer.allocation_requests for rp in ar["allocations"]}
 
@@ -284,11 +293,7 @@ def test_concurrent_claims_never_overcommit_on_mariadb():
             with lock:
                 results.append(outcome)
 
-        threads = [threading.Thread(target=claim) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        _run_together([claim] * 8)
         assert sorted(results) == ["full"] * 4 + ["ok"] * 4, results
         assert client.get_usages(rp) == {"VCPU": 4}
 
@@ -372,11 +377,7 @@ def test_identical_candidate_queries_in_flight_share_one_placement_call(placemen
         start.wait()
         answers[i] = client.get_allocation_candidates(other if i == 6 else query)
 
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(7)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    _run_together([lambda i=i: ask(i) for i in range(7)])
     # the six identical queries went to Placement once; the other one on its own
     assert len(sent) == 2 and client.coalesced == 5
     assert all(a is answers[0] for a in answers[:6])
@@ -401,10 +402,6 @@ def test_a_failed_query_in_flight_fails_every_query_waiting_for_it(placement_ser
         except PlacementClientError as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=ask) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    _run_together([ask] * 4)
     assert len(errors) == 4 and len({id(e) for e in errors}) == 4
     assert all(e.status == 400 and "NOT_A_CLASS" in str(e) for e in errors)

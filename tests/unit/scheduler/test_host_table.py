@@ -48,11 +48,8 @@ def assert_table_mirrors(table: HostTable, hosts: list[HostState]) -> None:
     assert located is not None and located[0] is table
     rows = located[1]
     for name, (func, array) in table._numeric.items():
-        expected = [_number(func(h)) for h in hosts]
-        got = array[rows].tolist()
-        assert [(math.isnan(e), e if not math.isnan(e) else 0) for e in expected] == [
-            (math.isnan(g), g if not math.isnan(g) else 0) for g in got
-        ], name
+        expected = np.array([_number(func(h)) for h in hosts], dtype=np.float64)
+        assert np.array_equal(array[rows], expected, equal_nan=True), name
     for name, column in table._codes.items():
         values = column.values
         for host, code in zip(hosts, column.codes[rows].tolist(), strict=True):
