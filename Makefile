@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -
 .PHONY: demo test lint sample-config clean
 
 $(STAMP): setup.cfg pyproject.toml
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "novasched needs Python 3.11 or newer; $(PY) is $$($(PY) -V 2>&1). Run: make PY=python3.11 $(MAKECMDGOALS)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,demo]'

@@ -1,11 +1,16 @@
-"""SQLAlchemy tables with nova's own names and types, for what the scheduler reads.
+"""SQLAlchemy tables with nova's own names and types.
 
 Two metadata objects: ``API_METADATA`` (nova_api: cells, host mappings, aggregates, server
-groups) and ``CELL_METADATA`` (a cell database: compute nodes, services, instances). The
-names, types and constraints follow nova/db/api/models.py and nova/db/main/models.py, so
-novasched can point at a live nova deployment and read its rows as they are, and
-``create_schema`` builds an equivalent schema for stand-alone use. JSON columns stay text,
-as nova stores JSON strings.
+groups) and ``CELL_METADATA`` (a cell database: compute nodes, services, instances). Each
+table has nova 34's full column set, types, nullability, indexes, unique constraints and
+foreign keys (nova/db/api/models.py, nova/db/main/models.py, plus the columns nova dropped
+from its models but not from its tables), so novasched can point at a live nova deployment
+and read its rows as they are, and ``create_schema`` builds a schema nova's own tools and
+seed scripts can write to. The scheduler reads only some of the columns. The one addition
+is ``compute_nodes_updated_at_idx``, for the scheduler's "reported since" read.
+tests/data/nova-34-schema.json (made by scripts/extract-nova-schema.py) is the reference
+tests/unit/db/test_schema.py checks against. JSON columns stay text, as nova stores JSON
+strings.
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ cell_mappings = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("uuid", sa.String(36), nullable=False),
     sa.Column("name", sa.String(255)),
-    sa.Column("transport_url", sa.Text, nullable=False),
-    sa.Column("database_connection", sa.Text, nullable=False),
+    sa.Column("transport_url", sa.Text),
+    sa.Column("database_connection", sa.Text),
     sa.Column("disabled", sa.Boolean, default=False),
     sa.UniqueConstraint("uuid", name="uniq_cell_mappings0uuid"),
     sa.Index("uuid_idx", "uuid"),
@@ -219,10 +224,17 @@ instances = sa.Table(
     *_timestamps(),
     *_soft_delete(),
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("uuid", sa.String(36), nullable=False),
+    # dropped from nova's model but still in nova's table (nova.db.main.models.REMOVED_COLUMNS)
+    sa.Column("internal_id", sa.Integer),
     sa.Column("user_id", sa.String(255)),
     sa.Column("project_id", sa.String(255)),
     sa.Column("image_ref", sa.String(255)),
+    sa.Column("kernel_id", sa.String(255)),
+    sa.Column("ramdisk_id", sa.String(255)),
+    sa.Column("hostname", sa.String(255)),
+    sa.Column("launch_index", sa.Integer),
+    sa.Column("key_name", sa.String(255)),
+    sa.Column("key_data", MediumText),
     sa.Column("power_state", sa.Integer),
     sa.Column("vm_state", sa.String(255)),
     sa.Column("task_state", sa.String(255)),
@@ -230,25 +242,51 @@ instances = sa.Table(
     sa.Column("vcpus", sa.Integer),
     sa.Column("root_gb", sa.Integer),
     sa.Column("ephemeral_gb", sa.Integer),
-    sa.Column("hostname", sa.String(255)),
+    sa.Column("ephemeral_key_uuid", sa.String(36)),
     sa.Column("host", sa.String(255)),
     sa.Column("node", sa.String(255)),
+    sa.Column("compute_id", sa.BigInteger),
     sa.Column("instance_type_id", sa.Integer),
+    sa.Column("user_data", MediumText),
+    sa.Column("reservation_id", sa.String(255)),
     sa.Column("launched_at", sa.DateTime),
     sa.Column("terminated_at", sa.DateTime),
     sa.Column("availability_zone", sa.String(255)),
     sa.Column("display_name", sa.String(255)),
-    sa.Column("reservation_id", sa.String(255)),
+    sa.Column("display_description", sa.String(255)),
+    sa.Column("launched_on", MediumText),
+    sa.Column("locked", sa.Boolean),
+    sa.Column("locked_by", sa.Enum("owner", "admin", name="instances0locked_by")),
     sa.Column("os_type", sa.String(255)),
     sa.Column("architecture", sa.String(255)),
     sa.Column("vm_mode", sa.String(255)),
+    sa.Column("uuid", sa.String(36), nullable=False),
+    sa.Column("root_device_name", sa.String(255)),
+    sa.Column("default_ephemeral_device", sa.String(255)),
+    sa.Column("default_swap_device", sa.String(255)),
+    sa.Column("config_drive", sa.String(255)),
+    sa.Column("access_ip_v4", IPAddress),
+    sa.Column("access_ip_v6", IPAddress),
+    sa.Column("auto_disk_config", sa.Boolean),
+    sa.Column("progress", sa.Integer),
+    sa.Column("shutdown_terminate", sa.Boolean, default=False),
+    sa.Column("disable_terminate", sa.Boolean, default=False),
+    sa.Column("cell_name", sa.String(255)),
     sa.Column("cleaned", sa.Integer, default=0),
-    sa.Column("locked", sa.Boolean),
-    sa.Column("compute_id", sa.BigInteger),
+    sa.Column("hidden", sa.Boolean, default=False),
     sa.UniqueConstraint("uuid", name="uniq_instances0uuid"),
-    sa.Index("instances_host_deleted_idx", "host", "deleted"),
-    sa.Index("instances_host_node_deleted_idx", "host", "node", "deleted"),
+    sa.Index("instances_project_id_idx", "project_id"),
     sa.Index("instances_project_id_deleted_idx", "project_id", "deleted"),
+    sa.Index("instances_reservation_id_idx", "reservation_id"),
+    sa.Index("instances_terminated_at_launched_at_idx", "terminated_at", "launched_at"),
+    sa.Index("instances_uuid_deleted_idx", "uuid", "deleted"),
+    sa.Index("instances_task_state_updated_at_idx", "task_state", "updated_at"),
+    # also serves the scheduler's "live instances on these hosts" read (host, deleted)
+    sa.Index("instances_host_node_deleted_idx", "host", "node", "deleted"),
+    sa.Index("instances_host_deleted_cleaned_idx", "host", "deleted", "cleaned"),
+    sa.Index("instances_deleted_created_at_idx", "deleted", "created_at"),
+    sa.Index("instances_updated_at_project_id_idx", "updated_at", "project_id"),
+    sa.Index("instances_compute_id_deleted_idx", "compute_id", "deleted"),
     mysql_engine="InnoDB",
     mysql_charset="utf8",
 )
@@ -262,7 +300,7 @@ instance_system_metadata = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("key", sa.String(255), nullable=False),
     sa.Column("value", sa.String(255)),
-    sa.Column("instance_uuid", sa.String(36), nullable=False),
+    sa.Column("instance_uuid", sa.String(36), sa.ForeignKey("instances.uuid"), nullable=False),
     sa.Index("instance_uuid", "instance_uuid"),
     mysql_engine="InnoDB",
     mysql_charset="utf8",

@@ -581,6 +581,14 @@ class PlacementClient:
         self.ensure_traits(traits, request_id)
         return self._write_with_fresh_generation(uuid, self._put_traits, traits, request_id)
 
+    def get_aggregates(self, uuid: str, request_id: str | None = None) -> list[str]:
+        """The uuids of the aggregates the provider is in."""
+        path = f"/resource_providers/{uuid}/aggregates"
+        answer = self._request("GET", path, MV_AGGREGATES, request_id=request_id)
+        if answer.status != 200:
+            raise self._error(PlacementClientError, "GET", path, answer, request_id)
+        return list((answer.body or {}).get("aggregates", []))
+
     def set_aggregates(
         self, uuid: str, aggregates: Sequence[str], request_id: str | None = None
     ) -> int:

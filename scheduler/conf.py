@@ -4,6 +4,11 @@ Every option novasched reads is registered here (as ``nova/conf/`` does) so that
 ``list_opts()`` feeds oslo-config-generator and ``etc/novasched.conf.sample`` stays complete.
 An operator's nova.conf can be given unchanged: options of these groups that we do not
 implement are reported once at start-up (see ``warn_unsupported_options``) and ignored.
+
+A nova.conf written before Ocata moved the scheduler options out of ``[DEFAULT]`` works too:
+each old ``[DEFAULT]`` name (``scheduler_default_filters``, ``ram_weight_multiplier``, ...) is
+a deprecated name of today's option, as nova declared it until it dropped them, so
+oslo.config reads it and logs a deprecation warning naming the new group and option.
 """
 
 from __future__ import annotations
@@ -22,6 +27,14 @@ LOG = logging.getLogger(__name__)
 # we read them as "every plugin registered in our stevedore namespace".
 NOVA_ALL_FILTERS = "nova.scheduler.filters.all_filters"
 NOVA_ALL_WEIGHERS = "nova.scheduler.weights.all_weighers"
+
+# ``[scheduler] driver`` before nova Ocata named a class (nova's Newton manager still loaded
+# one with a warning): the class path -> our entry point of the same driver.
+NOVA_DRIVER_CLASS_PATHS = {
+    "nova.scheduler.filter_scheduler.FilterScheduler": "filter_scheduler",
+    "nova.scheduler.chance.ChanceScheduler": "chance_scheduler",
+    "nova.scheduler.caching_scheduler.CachingScheduler": "caching_scheduler",
+}
 
 DEFAULT_ENABLED_FILTERS = [
     "ComputeFilter",
@@ -78,11 +91,20 @@ default_opts = [
 scheduler_opts = [
     cfg.StrOpt(
         "driver",
+        deprecated_name="scheduler_driver",
+        deprecated_group="DEFAULT",
         default="filter_scheduler",
-        help="Scheduler driver, by entry point name in the 'novasched.scheduler.driver' namespace.",
+        help="Scheduler driver, by entry point name in the 'novasched.scheduler.driver' "
+        "namespace: filter_scheduler, chance_scheduler, caching_scheduler or a plugin's. "
+        "nova's old class paths (nova.scheduler.filter_scheduler.FilterScheduler, "
+        "nova.scheduler.chance.ChanceScheduler, "
+        "nova.scheduler.caching_scheduler.CachingScheduler) are read as these names, with a "
+        "warning.",
     ),
     cfg.IntOpt(
         "max_attempts",
+        deprecated_name="scheduler_max_attempts",
+        deprecated_group="DEFAULT",
         default=3,
         min=1,
         help="Maximum number of schedule attempts per instance: one chosen host plus up to "
@@ -116,6 +138,8 @@ scheduler_opts = [
     ),
     cfg.IntOpt(
         "periodic_task_interval",
+        deprecated_name="scheduler_driver_task_period",
+        deprecated_group="DEFAULT",
         default=60,
         help="caching_scheduler: seconds between refreshes of its host states (0 means 60, "
         "a negative value never refreshes after start-up), as nova's CachingScheduler had.",
@@ -175,20 +199,29 @@ scheduler_opts = [
     ),
 ]
 
+# deprecated_name/deprecated_group (here and in scheduler_opts): the option's [DEFAULT] name
+# in nova until Ocata. A name that did not change is spelled out too, so that the sample
+# config lists it (oslo-config-generator leaves out a deprecated group without a name).
 filter_scheduler_opts = [
     cfg.MultiStrOpt(
         "available_filters",
+        deprecated_name="scheduler_available_filters",
+        deprecated_group="DEFAULT",
         default=[NOVA_ALL_FILTERS],
         help="Accepted for nova.conf compatibility: filters are plugins of the "
         "'novasched.filters' entry-point namespace, all of which are available.",
     ),
     cfg.ListOpt(
         "enabled_filters",
+        deprecated_name="scheduler_default_filters",
+        deprecated_group="DEFAULT",
         default=DEFAULT_ENABLED_FILTERS,
         help="Filters to run, in this order, by class name.",
     ),
     cfg.ListOpt(
         "weight_classes",
+        deprecated_name="scheduler_weight_classes",
+        deprecated_group="DEFAULT",
         default=[NOVA_ALL_WEIGHERS],
         help="Weighers to use, by class name. nova's 'nova.scheduler.weights.all_weighers' "
         "(the default) means every registered weigher; a dotted nova path is read by its "
@@ -196,6 +229,8 @@ filter_scheduler_opts = [
     ),
     cfg.IntOpt(
         "host_subset_size",
+        deprecated_name="scheduler_host_subset_size",
+        deprecated_group="DEFAULT",
         default=1,
         min=1,
         help="Pick the host at random among this many best-weighed hosts.",
@@ -207,6 +242,8 @@ filter_scheduler_opts = [
     ),
     cfg.IntOpt(
         "max_io_ops_per_host",
+        deprecated_name="max_io_ops_per_host",
+        deprecated_group="DEFAULT",
         default=8,
         min=0,
         help="IoOpsFilter: hosts with this many or more concurrent I/O-heavy operations are "
@@ -214,12 +251,16 @@ filter_scheduler_opts = [
     ),
     cfg.IntOpt(
         "max_instances_per_host",
+        deprecated_name="max_instances_per_host",
+        deprecated_group="DEFAULT",
         default=50,
         min=1,
         help="NumInstancesFilter: hosts with this many or more instances are filtered out.",
     ),
     cfg.BoolOpt(
         "track_instance_changes",
+        deprecated_name="scheduler_tracks_instance_changes",
+        deprecated_group="DEFAULT",
         default=True,
         help="Keep per-host instance lists from the compute services' RPC updates.",
     ),
@@ -265,6 +306,8 @@ filter_scheduler_opts = [
     ),
     cfg.FloatOpt(
         "ram_weight_multiplier",
+        deprecated_name="ram_weight_multiplier",
+        deprecated_group="DEFAULT",
         default=1.0,
         help="RAMWeigher multiplier; negative stacks, positive spreads.",
     ),
@@ -275,11 +318,15 @@ filter_scheduler_opts = [
     ),
     cfg.FloatOpt(
         "disk_weight_multiplier",
+        deprecated_name="disk_weight_multiplier",
+        deprecated_group="DEFAULT",
         default=1.0,
         help="DiskWeigher multiplier; negative stacks, positive spreads.",
     ),
     cfg.FloatOpt(
         "io_ops_weight_multiplier",
+        deprecated_name="io_ops_weight_multiplier",
+        deprecated_group="DEFAULT",
         default=-1.0,
         help="IoOpsWeigher multiplier; negative prefers hosts with fewer I/O operations.",
     ),
@@ -312,12 +359,16 @@ filter_scheduler_opts = [
     ),
     cfg.FloatOpt(
         "soft_affinity_weight_multiplier",
+        deprecated_name="soft_affinity_weight_multiplier",
+        deprecated_group="DEFAULT",
         default=1.0,
         min=0.0,
         help="ServerGroupSoftAffinityWeigher multiplier.",
     ),
     cfg.FloatOpt(
         "soft_anti_affinity_weight_multiplier",
+        deprecated_name="soft_anti_affinity_weight_multiplier",
+        deprecated_group="DEFAULT",
         default=1.0,
         min=0.0,
         help="ServerGroupSoftAntiAffinityWeigher multiplier.",
@@ -334,27 +385,37 @@ filter_scheduler_opts = [
     ),
     cfg.ListOpt(
         "isolated_images",
+        deprecated_name="isolated_images",
+        deprecated_group="DEFAULT",
         default=[],
         help="IsolatedHostsFilter: image uuids that may only run on isolated_hosts.",
     ),
     cfg.ListOpt(
         "isolated_hosts",
+        deprecated_name="isolated_hosts",
+        deprecated_group="DEFAULT",
         default=[],
         help="IsolatedHostsFilter: hosts reserved for isolated_images.",
     ),
     cfg.BoolOpt(
         "restrict_isolated_hosts_to_isolated_images",
+        deprecated_name="restrict_isolated_hosts_to_isolated_images",
+        deprecated_group="DEFAULT",
         default=True,
         help="IsolatedHostsFilter: isolated hosts take only isolated images.",
     ),
     cfg.StrOpt(
         "aggregate_image_properties_isolation_namespace",
+        deprecated_name="aggregate_image_properties_isolation_namespace",
+        deprecated_group="DEFAULT",
         deprecated_for_removal=True,
         help="AggregateImagePropertiesIsolation: only aggregate metadata keys in this "
         "namespace are checked.",
     ),
     cfg.StrOpt(
         "aggregate_image_properties_isolation_separator",
+        deprecated_name="aggregate_image_properties_isolation_separator",
+        deprecated_group="DEFAULT",
         default=".",
         deprecated_for_removal=True,
         help="AggregateImagePropertiesIsolation: separator between namespace and key.",
@@ -451,6 +512,16 @@ placement_opts = [
 # ([DEFAULT], [api], [libvirt], ...) belong to other nova services and are silently skipped.
 _CHECKED_GROUPS = ("scheduler", "filter_scheduler", "placement", "metrics")
 
+# Old [DEFAULT] names of nova scheduler options (deprecated names of [scheduler] host_manager
+# and [filter_scheduler] use_baremetal_filters / baremetal_enabled_filters, until nova dropped
+# them) that have no novasched counterpart: reported with the unsupported options above.
+# Every other old [DEFAULT] scheduler name is a deprecated name of one of our options.
+_IGNORED_OLD_DEFAULT_OPTS = (
+    "scheduler_host_manager",
+    "scheduler_use_baremetal_filters",
+    "baremetal_scheduler_default_filters",
+)
+
 _PLACEMENT_GROUP = "placement"
 
 
@@ -527,6 +598,11 @@ def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
                 dest = key.replace("-", "_")
                 if dest not in known.get(group, set()) and f"{group}.{key}" not in unknown:
                     unknown.append(f"{group}.{key}")
+        if parser.has_section("DEFAULT"):
+            for key in parser.options("DEFAULT"):
+                dest = key.replace("-", "_")
+                if dest in _IGNORED_OLD_DEFAULT_OPTS and f"DEFAULT.{key}" not in unknown:
+                    unknown.append(f"DEFAULT.{key}")
     unknown.sort()
     if unknown:
         LOG.warning(

@@ -279,9 +279,11 @@ def _thread_app(db_url: str, conf_path: Path, log_requests: bool) -> Any:
                 f"{_redact(next(iter(_THREAD_APP)))}; Placement's database context is global, "
                 "so use the same database or mode='process'"
             )
-        if not log_requests:
-            # one INFO line per request would drown the scheduler's own log
-            logging.getLogger("placement").setLevel(logging.WARNING)
+        placement_log = logging.getLogger("placement")
+        if not log_requests and placement_log.getEffectiveLevel() < logging.WARNING:
+            # one INFO line per request would drown the scheduler's own log (a caller that
+            # quietened Placement further, as the demo does, keeps its level)
+            placement_log.setLevel(logging.WARNING)
         from oslo_config import cfg
         from placement import conf as placement_conf
         from placement import db_api, deploy

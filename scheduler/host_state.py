@@ -7,6 +7,7 @@ decision are serialized per HostState (one per (host, node)), as nova's are.
 At cloud scale (100k hosts) most of a HostState's memory would be JSON decoded per host that
 many hosts share (cpu_info, supported_instances, metrics, the keys and small values of
 stats): decoded values are memoised by their text, so identical reports share one object.
+``metrics`` are read as nova's object layer reads them (``_monitor_metrics``).
 Shared values are read-only; consumption replaces them (numa_topology, pci_stats).
 """
 
@@ -65,6 +66,60 @@ def _shared_json(value: Any, default: Any) -> Any:
             _DECODED.clear()  # a fleet with that many distinct reports gains nothing from it
         _DECODED[sys.intern(value) if len(value) < 64 else value] = hit
     return default if hit is None else hit
+
+
+# nova-compute stores these as fractions (MonitorMetric.to_dict divides them by 100) and
+# nova's scheduler reads them back as percentages (MonitorMetricList.from_json multiplies)
+PERCENT_METRICS = frozenset(
+    {
+        "cpu.percent",
+        "cpu.user.percent",
+        "cpu.kernel.percent",
+        "cpu.idle.percent",
+        "cpu.iowait.percent",
+    }
+)
+# metrics text -> the metrics as nova reads them, shared by every host reporting that text
+_METRICS: dict[str, list[dict[str, Any]]] = {}
+
+
+def _monitor_metrics(text: Any) -> list[dict[str, Any]]:
+    """``compute_nodes.metrics`` as nova's scheduler sees it through
+    ``MonitorMetricList.from_json``: the percent metrics (stored as fractions, 0.37) are
+    multiplied by 100, and every value becomes an integer as ``MonitorMetric.value`` is
+    (``int`` truncates: a stored 0.29 reads as 28, as it does in nova). A metric whose value
+    nova could not read (not a number) is left out; a metric without a value is kept as is."""
+    if not isinstance(text, str):
+        return _read_metrics(text) if isinstance(text, list) else []
+    hit = _METRICS.get(text)
+    if hit is None:
+        hit = _read_metrics(_json_or(text, []))
+        if len(_METRICS) >= _DECODED_MAX:
+            _METRICS.clear()
+        _METRICS[text] = hit
+    return hit
+
+
+def _read_metrics(decoded: Any) -> list[dict[str, Any]]:
+    if not isinstance(decoded, list):
+        return []
+    out = []
+    for metric in decoded:
+        if not isinstance(metric, dict):
+            continue
+        if "value" in metric:
+            value = metric["value"]
+            try:
+                if isinstance(value, str):  # never written by nova; read it as a number
+                    value = float(value)
+                if metric.get("name") in PERCENT_METRICS:
+                    value = value * 100
+                metric = {**metric, "value": int(value)}
+            except (TypeError, ValueError, OverflowError):
+                LOG.debug("Ignoring metric %s: value %r is not a number", metric.get("name"), value)
+                continue
+        out.append(metric)
+    return out
 
 
 def _shared_text(value: Any) -> Any:
@@ -301,7 +356,7 @@ class HostState:
         self.supported_instances = _shared_json(supported_instances, []) or []
         stats = _stats_dict(stats_text)
         self.stats = stats
-        self.metrics = _shared_json(metrics, []) or []
+        self.metrics = _monitor_metrics(metrics)
         self.num_instances = _int(stats.get("num_instances"))
         self.num_io_ops = _int(stats.get("io_workload"))
         self.failed_builds = _int(stats.get("failed_builds"))

@@ -25,7 +25,7 @@ from stevedore import extension as stevedore_extension
 
 from scheduler import exceptions
 from scheduler import rpc as sched_rpc
-from scheduler.conf import CONF
+from scheduler.conf import CONF, NOVA_DRIVER_CLASS_PATHS
 from scheduler.manager import BaseAPI, SchedulerManager
 
 LOG = logging.getLogger(__name__)
@@ -45,9 +45,21 @@ def _raise_load_failure(manager: Any, entrypoint: Any, exc: BaseException) -> No
 
 def load_driver(conf: cfg.ConfigOpts = CONF, **kwargs: Any) -> Any:
     """Build the driver named by ``[scheduler] driver`` from the
-    ``novasched.scheduler.driver`` entry points. Raises ConfigurationError (PluginNotFound
-    for an unknown name, listing the available ones)."""
-    name = conf.scheduler.driver
+    ``novasched.scheduler.driver`` entry points. nova's old class paths
+    (``nova.scheduler.filter_scheduler.FilterScheduler``, ...) load our driver of the same
+    name, with a warning. Raises ConfigurationError (PluginNotFound for an unknown name,
+    listing the available ones)."""
+    name = (conf.scheduler.driver or "").strip()
+    new_name = NOVA_DRIVER_CLASS_PATHS.get(name.replace(":", "."))
+    if new_name is not None:
+        LOG.warning(
+            "[scheduler] driver = %s is nova's old class path; loading %r. Set "
+            "[scheduler] driver = %s instead.",
+            name,
+            new_name,
+            new_name,
+        )
+        name = new_name
     try:
         manager = stevedore_driver.DriverManager(
             DRIVER_NAMESPACE,

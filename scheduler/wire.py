@@ -833,13 +833,14 @@ def limits_to_primitive(limits: SchedulerLimits | None) -> dict[str, Any]:
 
 
 def selection_to_primitive(sel: Selection) -> dict[str, Any]:
-    """A Selection 1.1 primitive as nova's scheduler replies it (``allocation_request`` is
-    a JSON string)."""
-    allocation_request = sel.allocation_request
+    """A Selection 1.1 primitive as nova's scheduler replies it.
+
+    ``allocation_request`` is always a JSON string: nova's ``Selection.from_host_state``
+    encodes whatever it has, so a selection without a claim (a rebuild check) carries the
+    string ``"null"``, never a JSON null.
+    """
     data = {
-        "allocation_request": (
-            None if allocation_request is None else json.dumps(allocation_request)
-        ),
+        "allocation_request": json.dumps(sel.allocation_request),
         "allocation_request_version": sel.allocation_request_version,
         "availability_zone": sel.availability_zone,
         "cell_uuid": sel.cell_uuid,
@@ -1111,15 +1112,22 @@ def aggregate_from_primitive(prim: Any) -> Aggregate:
 
 
 def aggregates_from_primitive(prim: Any) -> list[Aggregate]:
-    """The aggregates of an Aggregate or AggregateList primitive (``update_aggregates``)."""
-    if isinstance(prim, dict) and prim.get(NAME) == "AggregateList":
-        return [
-            _aggregate_from_data(
-                _object_data(item, "Aggregate", f"AggregateList[{i}]"), f"AggregateList[{i}]"
-            )
-            for i, item in enumerate(_list_objects(prim, "AggregateList", "AggregateList"))
-        ]
-    return [aggregate_from_primitive(prim)]
+    """The aggregates of an ``update_aggregates``/``delete_aggregate`` cast.
+
+    nova sends three forms: nova-api's aggregate API casts a plain list of Aggregate
+    primitives (``update_aggregates(ctxt, aggregates=[aggregate])``), nova's RPC API
+    documents an AggregateList, and ``delete_aggregate`` sends one Aggregate.
+    """
+    if isinstance(prim, list):
+        items, where = prim, "aggregates"
+    elif isinstance(prim, dict) and prim.get(NAME) == "AggregateList":
+        items, where = _list_objects(prim, "AggregateList", "AggregateList"), "AggregateList"
+    else:
+        return [aggregate_from_primitive(prim)]
+    return [
+        _aggregate_from_data(_object_data(item, "Aggregate", f"{where}[{i}]"), f"{where}[{i}]")
+        for i, item in enumerate(items)
+    ]
 
 
 def instance_uuids_from_instance_list(prim: Any) -> list[str]:

@@ -33,6 +33,7 @@ from sqlalchemy.engine import make_url
 
 import db
 from scheduler import fleet as fleet_mod
+from scheduler.cmd import hide_eventlet_deprecation
 from scheduler.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -574,6 +575,7 @@ def _parse_config(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return the exit status (0 on success)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    hide_eventlet_deprecation()
     debug = "--debug" in argv
     try:
         try:

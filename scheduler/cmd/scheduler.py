@@ -12,6 +12,8 @@ import argparse
 import configparser
 import sys
 
+from scheduler.cmd import hide_eventlet_deprecation
+
 _PROG = "novasched-scheduler"
 
 
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         import eventlet
 
         eventlet.monkey_patch()
+    else:
+        hide_eventlet_deprecation()
 
     from oslo_config import cfg
     from oslo_log import log

@@ -69,9 +69,12 @@ def build_cloud(
     seed: int = 11,
     topic: str | None = None,
     exchange: str | None = None,
+    aggregate_cache_ttl: int = 0,
 ) -> Cloud:
     """Build and start a cloud; ``topic``/``exchange`` isolate it from other tests (nova's
-    own client always uses topic ``scheduler``, so a nova-side test isolates by exchange)."""
+    own client always uses topic ``scheduler``, so a nova-side test isolates by exchange).
+    ``aggregate_cache_ttl`` 0 re-reads aggregates on every request; -1 never re-reads them,
+    so that only the ``update_aggregates`` casts can change them."""
     url = ensure_rabbit()
     api_url = _database(stack, api_kind, "e2e_api", tmp)
     api = db.get_engine(api_url)
@@ -107,7 +110,7 @@ def build_cloud(
     CONF.set_override("endpoint_override", placement_url, group="placement")
     CONF.set_override("claim_retry_backoff", 0.01, group="placement")
     CONF.set_override("host", f"e2e-{uuidlib.uuid4().hex[:8]}")
-    CONF.set_override("aggregate_cache_ttl", 0, group="scheduler")
+    CONF.set_override("aggregate_cache_ttl", aggregate_cache_ttl, group="scheduler")
     CONF.set_override("long_rpc_timeout", 60)
     exchange = exchange or "nova"
     CONF.register_opts(om_transport._transport_opts)

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_VENV = ROOT / ".venv-nova"
 NOVA_VERSION = "34.0.0"
-SCRIPT = Path(__file__).with_name("nova_side") / "conductor_call.py"
+NOVA_SIDE = Path(__file__).with_name("nova_side")
 
 
 def _nova_python() -> Path:
@@ -56,12 +56,21 @@ def ensure_nova_venv() -> Path:
 
 def nova_conductor_call(python: Path, **args: object) -> dict:
     """Run nova's conductor-side select_destinations with ``args``; return what nova saw."""
+    return _run_nova_side(python, "conductor_call.py", args)
+
+
+def nova_aggregate_api(python: Path, **args: object) -> dict:
+    """Run nova-api's aggregate code (API database write, then the update_aggregates cast)."""
+    return _run_nova_side(python, "aggregate_api.py", args)
+
+
+def _run_nova_side(python: Path, script: str, args: dict) -> dict:
     done = subprocess.run(
-        [str(python), "-W", "ignore", str(SCRIPT), json.dumps(args)],
+        [str(python), "-W", "ignore", str(NOVA_SIDE / script), json.dumps(args)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     if done.returncode != 0:
-        pytest.fail(f"nova's client failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        pytest.fail(f"nova's {script} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -207,3 +207,17 @@ def _get(client: PlacementClient, path: str) -> dict:
     )
     answer.raise_for_status()
     return answer.json()
+
+
+def test_db_sync_schema_is_novas_on_the_server(server_kind):  # noqa: F811
+    # same comparison as tests/unit/db/test_schema.py, on the reflected MariaDB/PostgreSQL
+    from tests.unit.db.test_schema import check_nova_instance_round_trip, schema_differences
+
+    with make_database(server_kind) as api_url, make_database(server_kind) as cell_url:
+        for url, which in ((api_url, "api"), (cell_url, "cell")):
+            engine = db.get_engine(url)
+            db.create_schema(engine, which)
+            db.create_schema(engine, which)  # idempotent, named enum type included
+            assert schema_differences(engine, which) == [], which
+        check_nova_instance_round_trip(db.get_engine(cell_url))
+        db.dispose_engines()

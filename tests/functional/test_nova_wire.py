@@ -17,7 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
-from tests.functional.fixtures_nova import ensure_nova_venv, nova_conductor_call
+from tests.functional.fixtures_nova import (
+    ensure_nova_venv,
+    nova_aggregate_api,
+    nova_conductor_call,
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +40,8 @@ def cloud(tmp_path_factory) -> Iterator[Cloud]:
             hosts=16,
             # nova's client always sends to topic "scheduler": isolate by exchange
             exchange=f"nova-wire-{uuidlib.uuid4().hex[:8]}",
+            # aggregates change only through nova-api's update_aggregates casts
+            aggregate_cache_ttl=-1,
         )
 
 
@@ -95,3 +101,97 @@ def test_filter_reasons_reach_nova_conductor(nova_python, cloud):
     out = _call(nova_python, cloud, image_properties={"hw_architecture": "ppc64le"})
     message = out["no_valid_host"]["message"]
     assert "hosts available" in message and "ImagePropertiesFilter" in message
+
+
+def test_rebuild_check_selection_carries_the_json_null_nova_sends(nova_python, cloud):
+    host = next(h for h in cloud.fleet.hosts if h not in cloud.unusable)
+    out = _call(nova_python, cloud, rebuild_on=host, return_alternates=False)
+    [[sel]] = out["selections"]
+    assert sel["service_host"] == host
+    # nova's Selection.from_host_state JSON-encodes the (absent) allocation request
+    assert sel["allocation_request_json"] == "null"
+    assert sel["allocation_request_version"] is None
+    claims = cloud.placement.get_allocations_for_consumer(out["instance_uuids"][0])
+    assert claims["allocations"] == {}
+
+
+def _aggregate_api(nova_python: Path, cloud: Cloud, **kw) -> dict:
+    return nova_aggregate_api(
+        nova_python,
+        transport_url=cloud.transport_url,
+        exchange=cloud.exchange,
+        api_database=cloud.api_url,
+        **kw,
+    )
+
+
+def _join_placement_aggregate(cloud: Cloud, hosts: list[str], agg_uuid: str) -> None:
+    """What nova-api's add_host_to_aggregate also does: mirror the host into Placement."""
+    for provider in cloud.fleet.providers:
+        if provider["name"] in hosts:
+            current = cloud.placement.get_aggregates(provider["uuid"])
+            cloud.placement.set_aggregates(provider["uuid"], sorted({*current, agg_uuid}))
+
+
+def test_an_az_made_and_renamed_through_nova_api_is_seen_by_the_next_request(nova_python, cloud):
+    az2 = next(a for a in cloud.fleet.aggregates if a.metadata.get("availability_zone") == "az2")
+    moved = [h for h in az2.hosts if h not in cloud.unusable][:2]
+    assert len(moved) == 2
+
+    # a new AZ, and two hosts moved into it from az2 (nova allows a host in one AZ only)
+    made = _aggregate_api(nova_python, cloud, op="create", name="cast-az", availability_zone="az-x")
+    _aggregate_api(nova_python, cloud, op="remove_hosts", uuid=az2.uuid, hosts=moved)
+    added = _aggregate_api(nova_python, cloud, op="add_hosts", id=made["id"], hosts=moved)
+    assert added["hosts"] == sorted(moved)
+    _join_placement_aggregate(cloud, moved, made["uuid"])
+
+    # aggregate_cache_ttl = -1: only the casts can have told the scheduler
+    out = _call(nova_python, cloud, availability_zone="az-x", count=2)
+    chosen = [sels[0] for sels in out["selections"]]
+    assert {c["service_host"] for c in chosen} <= set(moved)
+    assert {c["availability_zone"] for c in chosen} == {"az-x"}
+
+    # an AZ renamed: the prefilter finds it under its new name, and its hosts report it
+    _aggregate_api(
+        nova_python,
+        cloud,
+        op="set_metadata",
+        id=made["id"],
+        metadata={"availability_zone": "az-renamed"},
+    )
+    out = _call(nova_python, cloud, availability_zone="az-renamed")
+    [first, *_] = out["selections"][0]
+    assert first["service_host"] in moved
+    assert first["availability_zone"] == "az-renamed"
+
+
+def test_aggregate_multipliers_changed_through_nova_api_weigh_the_next_request(nova_python, cloud):
+    usable = [h for h in cloud.fleet.hosts if h not in cloud.unusable]
+    host_manager = cloud.service.driver.host_manager
+    free = {h: host_manager.host_states_for(h)[0].free_ram_mb for h in usable}
+    most, least = max(free.values()), min(free.values())
+    assert most > least, "the fleet needs hosts with different free RAM"
+    roomiest = sorted(h for h in usable if free[h] == most)
+
+    made = _aggregate_api(nova_python, cloud, op="create", name="cast-weights")
+    _aggregate_api(nova_python, cloud, op="add_hosts", id=made["id"], hosts=roomiest)
+    _aggregate_api(
+        nova_python,
+        cloud,
+        op="set_metadata",
+        id=made["id"],
+        metadata={"ram_weight_multiplier": "1000000"},
+    )
+    out = _call(nova_python, cloud, return_alternates=False)
+    assert out["selections"][0][0]["service_host"] in roomiest
+
+    # the same hosts now weigh last: a request goes anywhere but there
+    _aggregate_api(
+        nova_python,
+        cloud,
+        op="set_metadata",
+        id=made["id"],
+        metadata={"ram_weight_multiplier": "-1000000"},
+    )
+    out = _call(nova_python, cloud, return_alternates=False)
+    assert out["selections"][0][0]["service_host"] not in roomiest

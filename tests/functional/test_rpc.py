@@ -34,10 +34,11 @@ from tests.functional.fixtures_rabbit import (  # noqa: F401  (pytest fixtures)
     rabbit_topic,
     rabbit_transport_url,
 )
+from tests.samples import NOVA_SELECT_DESTINATIONS
 
 pytestmark = pytest.mark.functional
 
-SAMPLE = "/work/shared/protocol/nova-34-select_destinations.json"
+SAMPLE = NOVA_SELECT_DESTINATIONS
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -86,6 +86,11 @@ def main() -> int:
         user_id=args["user_id"],
     )
     spec.num_instances = args["count"]
+    if args.get("rebuild_on"):
+        # what nova-api's rebuild sets before the conductor asks the scheduler to check
+        # the instance's own host with the new image: no claim is made
+        spec.requested_destination = objects.Destination(host=args["rebuild_on"])
+        spec.scheduler_hints["_nova_check_type"] = ["rebuild"]
     api = rpcapi.SchedulerAPI()
     out = {"instance_uuids": instance_uuids}
     try:
@@ -114,6 +119,7 @@ def main() -> int:
                         "compute_node_uuid": sel.compute_node_uuid,
                         "cell_uuid": sel.cell_uuid,
                         "availability_zone": sel.availability_zone,
+                        "allocation_request_json": sel.allocation_request,
                         "allocation_request": json.loads(sel.allocation_request),
                         "allocation_request_version": sel.allocation_request_version,
                         "limits_vcpu": sel.limits.vcpu,

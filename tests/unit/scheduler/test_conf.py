@@ -67,3 +67,167 @@ def test_broken_value_is_a_clear_error(tmp_path):
     conf = _conf_from(tmp_path, "[scheduler]\nmax_attempts = zero\n")
     with pytest.raises(cfg.ConfigFileValueError, match="max_attempts"):
         _ = conf.scheduler.max_attempts
+
+
+# ------------------------------------------------- nova.conf written before Ocata ([DEFAULT])
+
+# old [DEFAULT] name -> (today's group, option, value written, value read); every value
+# differs from the default
+_OCATA_NAMES = {
+    "scheduler_default_filters": (
+        "filter_scheduler",
+        "enabled_filters",
+        "RetryFilter, ComputeFilter, RamFilter",
+        ["RetryFilter", "ComputeFilter", "RamFilter"],
+    ),
+    "scheduler_available_filters": (
+        "filter_scheduler",
+        "available_filters",
+        "nova.scheduler.filters.all_filters\nscheduler_available_filters = my.filters.MyFilter",
+        ["nova.scheduler.filters.all_filters", "my.filters.MyFilter"],
+    ),
+    "scheduler_weight_classes": (
+        "filter_scheduler",
+        "weight_classes",
+        "nova.scheduler.weights.ram.RAMWeigher",
+        ["nova.scheduler.weights.ram.RAMWeigher"],
+    ),
+    "scheduler_host_subset_size": ("filter_scheduler", "host_subset_size", "4", 4),
+    "scheduler_max_attempts": ("scheduler", "max_attempts", "7", 7),
+    "scheduler_driver": (
+        "scheduler",
+        "driver",
+        "nova.scheduler.caching_scheduler.CachingScheduler",
+        "nova.scheduler.caching_scheduler.CachingScheduler",
+    ),
+    "scheduler_driver_task_period": ("scheduler", "periodic_task_interval", "120", 120),
+    "scheduler_tracks_instance_changes": (
+        "filter_scheduler",
+        "track_instance_changes",
+        "False",
+        False,
+    ),
+    "max_io_ops_per_host": ("filter_scheduler", "max_io_ops_per_host", "3", 3),
+    "max_instances_per_host": ("filter_scheduler", "max_instances_per_host", "20", 20),
+    "isolated_images": ("filter_scheduler", "isolated_images", "img-1,img-2", ["img-1", "img-2"]),
+    "isolated_hosts": ("filter_scheduler", "isolated_hosts", "host-a", ["host-a"]),
+    "restrict_isolated_hosts_to_isolated_images": (
+        "filter_scheduler",
+        "restrict_isolated_hosts_to_isolated_images",
+        "False",
+        False,
+    ),
+    "ram_weight_multiplier": ("filter_scheduler", "ram_weight_multiplier", "-2.0", -2.0),
+    "disk_weight_multiplier": ("filter_scheduler", "disk_weight_multiplier", "3.5", 3.5),
+    "io_ops_weight_multiplier": ("filter_scheduler", "io_ops_weight_multiplier", "2.0", 2.0),
+    "soft_affinity_weight_multiplier": (
+        "filter_scheduler",
+        "soft_affinity_weight_multiplier",
+        "5.0",
+        5.0,
+    ),
+    "soft_anti_affinity_weight_multiplier": (
+        "filter_scheduler",
+        "soft_anti_affinity_weight_multiplier",
+        "6.0",
+        6.0,
+    ),
+    "aggregate_image_properties_isolation_namespace": (
+        "filter_scheduler",
+        "aggregate_image_properties_isolation_namespace",
+        "isolation",
+        "isolation",
+    ),
+    "aggregate_image_properties_isolation_separator": (
+        "filter_scheduler",
+        "aggregate_image_properties_isolation_separator",
+        "_",
+        "_",
+    ),
+}
+
+
+@pytest.fixture
+def fresh_deprecation_log(monkeypatch):
+    """oslo.log reports each deprecation once per process: forget the ones reported."""
+    from oslo_log import versionutils
+
+    monkeypatch.setattr(versionutils, "_deprecated_messages_sent", {})
+
+
+def _ocata_conf_text() -> str:
+    lines = ["[DEFAULT]", "my_ip = 10.0.0.1"]
+    lines += [f"{old} = {written}" for old, (_, _, written, _) in _OCATA_NAMES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_ocata_default_names_set_todays_options(tmp_path):
+    defaults = cfg.ConfigOpts()
+    novasched_conf.register_opts(defaults)
+    defaults([], default_config_files=[])
+    conf = _conf_from(tmp_path, _ocata_conf_text())
+    for old, (group, name, _, expected) in _OCATA_NAMES.items():
+        assert conf[group][name] == expected, old
+        assert expected != defaults[group][name], old
+
+
+def test_ocata_default_names_log_a_deprecation_naming_the_new_option(
+    tmp_path, caplog, fresh_deprecation_log
+):
+    conf = _conf_from(tmp_path, _ocata_conf_text())
+    with caplog.at_level(logging.WARNING, logger="oslo_config.cfg"):
+        for group, name, _, _ in _OCATA_NAMES.values():
+            _ = conf[group][name]
+    messages = [r.getMessage() for r in caplog.records if r.name == "oslo_config.cfg"]
+    for old, (group, name, _, _) in _OCATA_NAMES.items():
+        expected = (
+            f'Option "{old}" from group "DEFAULT" is deprecated. '
+            f'Use option "{name}" from group "{group}".'
+        )
+        assert any(expected in m for m in messages), old
+
+
+def test_ocata_default_names_are_not_reported_as_unsupported(tmp_path, caplog):
+    conf = _conf_from(tmp_path, _ocata_conf_text())
+    with caplog.at_level(logging.WARNING, logger="scheduler.conf"):
+        assert novasched_conf.warn_unsupported_options(conf) == []
+    assert not [r for r in caplog.records if r.name == "scheduler.conf"]
+
+
+def test_the_new_name_wins_over_the_old_one(tmp_path, caplog, fresh_deprecation_log):
+    conf = _conf_from(
+        tmp_path,
+        "[DEFAULT]\n"
+        "scheduler_max_attempts = 9\n"
+        "scheduler_default_filters = RamFilter\n"
+        "ram_weight_multiplier = -5.0\n"
+        "[scheduler]\nmax_attempts = 4\n"
+        "[filter_scheduler]\n"
+        "enabled_filters = ComputeFilter\n"
+        "ram_weight_multiplier = 2.0\n",
+    )
+    with caplog.at_level(logging.WARNING, logger="oslo_config.cfg"):
+        assert conf.scheduler.max_attempts == 4
+        assert conf.filter_scheduler.enabled_filters == ["ComputeFilter"]
+        assert conf.filter_scheduler.ram_weight_multiplier == 2.0
+    assert not [r for r in caplog.records if r.name == "oslo_config.cfg"]
+
+
+def test_old_default_names_without_a_counterpart_are_reported(tmp_path, caplog):
+    conf = _conf_from(
+        tmp_path,
+        "[DEFAULT]\n"
+        "scheduler_host_manager = ironic_host_manager\n"
+        "scheduler_use_baremetal_filters = True\n"
+        "baremetal_scheduler_default_filters = ExactRamFilter\n"
+        "scheduler_default_filters = ComputeFilter\n",
+    )
+    with caplog.at_level(logging.WARNING, logger="scheduler.conf"):
+        unknown = novasched_conf.warn_unsupported_options(conf)
+    assert unknown == [
+        "DEFAULT.baremetal_scheduler_default_filters",
+        "DEFAULT.scheduler_host_manager",
+        "DEFAULT.scheduler_use_baremetal_filters",
+    ]
+    assert len([r for r in caplog.records if r.name == "scheduler.conf"]) == 1
+    assert conf.filter_scheduler.enabled_filters == ["ComputeFilter"]

@@ -6,7 +6,6 @@ import datetime
 import io
 import json
 import logging
-import pathlib
 
 import oslo_messaging
 import pytest
@@ -18,10 +17,9 @@ from oslo_messaging._metrics import client as metrics_client
 from oslo_messaging._tracing import client as tracing_client
 
 from scheduler import context
+from tests.samples import nova_select_destinations
 
-SAMPLE = json.loads(
-    pathlib.Path("/work/shared/protocol/nova-34-select_destinations.json").read_text()
-)
+SAMPLE = nova_select_destinations()
 PREFIX = "_context_"
 SAMPLE_CONTEXT = {
     key[len(PREFIX) :]: value

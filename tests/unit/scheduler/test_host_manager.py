@@ -313,6 +313,95 @@ def test_host_state_has_novas_fields(env):
     assert hs.service["disabled_reason"] == "maint"
 
 
+def _nova_compute_metrics(percent: dict[str, int], **others: int) -> str:
+    """compute_nodes.metrics as nova-compute writes it: MonitorMetricList.to_list() stores
+    each percent metric divided by 100.0 (cpu.percent 37 -> 0.37), the others as they are."""
+    when = "2026-11-24T12:00:00.000000"
+    rows = [
+        {"name": name, "value": value / 100.0, "timestamp": when, "source": "libvirt.LibvirtDriver"}
+        for name, value in percent.items()
+    ]
+    rows += [
+        {"name": name.replace("_", "."), "value": value, "timestamp": when, "source": "libvirt"}
+        for name, value in others.items()
+    ]
+    return json.dumps(rows)
+
+
+def test_metrics_are_read_as_novas_monitor_metric_list_reads_them(env):
+    c1 = env.add_cell("cell1")
+    percent = {
+        "cpu.percent": 37,
+        "cpu.user.percent": 29,
+        "cpu.kernel.percent": 8,
+        "cpu.idle.percent": 63,
+        "cpu.iowait.percent": 0,
+    }
+    u = env.add_host(
+        c1, "h1", metrics=_nova_compute_metrics(percent, cpu_frequency=2400, cpu_user_time=9876)
+    )
+    (hs,) = env.manager().get_host_states_by_uuids([u])
+    values = {m["name"]: m["value"] for m in hs.metrics}
+    # from_json multiplies the percent metrics by 100 and MonitorMetric.value is an integer
+    # field: 0.29 * 100 is 28.999999999999996, which nova truncates to 28
+    assert values == {
+        "cpu.percent": 37,
+        "cpu.user.percent": 28,
+        "cpu.kernel.percent": 8,
+        "cpu.idle.percent": 63,
+        "cpu.iowait.percent": 0,
+        "cpu.frequency": 2400,
+        "cpu.user.time": 9876,
+    }
+    assert all(type(v) is int for v in values.values())
+    assert {m["source"] for m in hs.metrics} == {"libvirt.LibvirtDriver", "libvirt"}
+
+
+def test_metrics_weigher_and_filter_decide_on_novas_values(env):
+    from filters.metrics_filter import MetricsFilter
+    from tests.unit.filters.fakes import make_spec, override
+    from weighers.handler import WeightHandler
+    from weighers.metrics import MetricsWeigher
+
+    c1 = env.add_cell("cell1")
+    busy = env.add_host(
+        c1, "busy", metrics=_nova_compute_metrics({"cpu.percent": 90}, cpu_frequency=3000)
+    )
+    idle = env.add_host(
+        c1, "idle", metrics=_nova_compute_metrics({"cpu.percent": 5}, cpu_frequency=2400)
+    )
+    bare = env.add_host(c1, "bare", metrics=_nova_compute_metrics({}, cpu_frequency=2400))
+    states = _by_host(env.manager().get_host_states_by_uuids([busy, idle, bare]))
+    with override("weight_setting", ["cpu.percent=-1", "cpu.frequency=0.01"], group="metrics"):
+        passed = MetricsFilter().filter_hosts(list(states.values()), make_spec()).passed
+        assert sorted(h.host for h in passed) == ["busy", "idle"]
+        hosts = [states["busy"], states["idle"]]
+        # nova: busy -90 + 30 = -60, idle -5 + 24 = 19; read as stored (0.9 and 0.05) the
+        # CPU load would hardly count and the faster, busier host would win
+        assert MetricsWeigher().weigh_objects(hosts, None) == [-60.0, 19.0]
+        ranked = WeightHandler([MetricsWeigher()]).weigh(hosts, make_spec())
+        assert [w.obj.host for w in ranked] == ["idle", "busy"]
+
+
+def test_metrics_nova_could_not_read_are_left_out(env):
+    c1 = env.add_cell("cell1")
+    stored = json.dumps(
+        [
+            {"name": "cpu.percent", "value": "not a number"},
+            {"name": "cpu.frequency", "value": None},
+            {"name": "cpu.idle.percent", "value": float("inf")},
+            {"name": "cpu.user.time", "value": 12.7},
+            {"name": "numa.membw.current", "numa_membw_values": {"0": 10}},
+        ]
+    )
+    u = env.add_host(c1, "h1", metrics=stored)
+    (hs,) = env.manager().get_host_states_by_uuids([u])
+    assert hs.metrics == [
+        {"name": "cpu.user.time", "value": 12},
+        {"name": "numa.membw.current", "numa_membw_values": {"0": 10}},
+    ]
+
+
 def test_free_disk_uses_free_disk_gb_when_disk_available_least_is_larger_or_null(env):
     c1 = env.add_cell("cell1")
     a = env.add_host(c1, "a", free_disk_gb=100, disk_available_least=200)

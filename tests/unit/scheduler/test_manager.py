@@ -16,8 +16,9 @@ from scheduler.context import RequestContext
 from scheduler.manager import BaseAPI, NovaNoValidHost, SchedulerManager
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.wire import request_spec_to_primitive
+from tests.samples import NOVA_SELECT_DESTINATIONS
 
-SAMPLE = "/work/shared/protocol/nova-34-select_destinations.json"
+SAMPLE = NOVA_SELECT_DESTINATIONS
 
 
 def _selection(host: str) -> Selection:
@@ -346,9 +347,13 @@ def test_aggregate_casts_reach_the_driver(ctxt):
     ]
     manager.delete_aggregate(ctxt, aggregate=agg)
     assert [a.name for a in driver.deleted] == ["fast"]
+    # nova-api's own form: a plain list of Aggregate primitives
+    renamed = _aggregate_primitive(8, "faster", ["h3"], {"availability_zone": "az10"})
+    manager.update_aggregates(ctxt, aggregates=[renamed])
+    assert [(a.id, a.availability_zone) for a in driver.updated] == [(7, "az9"), (8, "az10")]
     # a malformed cast is logged and dropped; the manager keeps serving
     manager.update_aggregates(ctxt, aggregates={"nova_object.name": "Nonsense"})
-    assert len(driver.updated) == 1
+    assert len(driver.updated) == 2
 
 
 def test_manager_decodes_instance_list_casts():

@@ -24,6 +24,7 @@ from scheduler.conf import CONF
 from scheduler.drivers import caching_scheduler
 from scheduler.drivers.caching_scheduler import CachingScheduler, periodic_task_interval
 from scheduler.drivers.chance_scheduler import ChanceScheduler
+from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost, PluginNotFound
 from scheduler.host_manager import _needs_instances
 from scheduler.objects import Destination
@@ -445,3 +446,49 @@ def test_builtin_drivers_are_registered(name, cls):
         assert chosen(select(driver, make_spec())) == ["host-a"]
     finally:
         driver.stop()
+
+
+# nova's [scheduler] driver spellings: the class paths of before Ocata and its entry points
+NOVA_DRIVER_NAMES = [
+    ("nova.scheduler.filter_scheduler.FilterScheduler", FilterScheduler, "filter_scheduler"),
+    ("nova.scheduler.chance.ChanceScheduler", ChanceScheduler, "chance_scheduler"),
+    ("nova.scheduler.caching_scheduler.CachingScheduler", CachingScheduler, "caching_scheduler"),
+]
+
+
+def _load_and_select(cls):
+    hosts = [make_host("host-a")]
+    driver = service.load_driver(
+        CONF, placement=FakePlacement(hosts), host_manager=FakeHostManager(hosts)
+    )
+    try:
+        assert type(driver) is cls
+        assert chosen(select(driver, make_spec())) == ["host-a"]
+    finally:
+        driver.stop()
+
+
+@pytest.mark.parametrize(("old", "cls", "new"), NOVA_DRIVER_NAMES)
+def test_novas_old_driver_class_path_loads_our_driver(old, cls, new, caplog):
+    CONF.set_override("driver", old, group="scheduler")
+    with caplog.at_level(logging.WARNING, logger="scheduler.service"):
+        _load_and_select(cls)
+    [warning] = [r for r in caplog.records if r.name == "scheduler.service"]
+    assert warning.levelno == logging.WARNING
+    assert old in warning.getMessage()
+    assert f"[scheduler] driver = {new} instead" in warning.getMessage()
+
+
+@pytest.mark.parametrize(("old", "cls", "new"), NOVA_DRIVER_NAMES)
+def test_novas_entry_point_names_are_ours(old, cls, new, caplog):
+    CONF.set_override("driver", new, group="scheduler")
+    with caplog.at_level(logging.WARNING, logger="scheduler.service"):
+        _load_and_select(cls)
+    assert not [r for r in caplog.records if r.name == "scheduler.service"]
+
+
+def test_old_default_scheduler_driver_with_a_class_path_loads_our_driver(tmp_path):
+    path = tmp_path / "nova.conf"
+    path.write_text("[DEFAULT]\nscheduler_driver = nova.scheduler.chance.ChanceScheduler\n")
+    CONF(["--config-file", str(path)], project="nova", default_config_files=[])
+    _load_and_select(ChanceScheduler)

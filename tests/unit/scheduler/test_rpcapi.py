@@ -24,8 +24,9 @@ from scheduler.objects import (
     SchedulerRetries,
     Selection,
 )
+from tests.samples import NOVA_SELECT_DESTINATIONS
 
-SAMPLE = "/work/shared/protocol/nova-34-select_destinations.json"
+SAMPLE = NOVA_SELECT_DESTINATIONS
 
 
 def _full_spec() -> RequestSpec:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import pathlib
 import time
 
 import pytest
@@ -23,15 +22,9 @@ from scheduler.objects import (
     SchedulerRetries,
     Selection,
 )
+from tests.samples import nova_select_destinations
 
-# CI clones the repo with ../shared beside it
-SAMPLE_PATH = (
-    pathlib.Path(__file__).resolve().parents[3].parent
-    / "shared"
-    / "protocol"
-    / "nova-34-select_destinations.json"
-)
-SAMPLE = json.loads(SAMPLE_PATH.read_text())
+SAMPLE = nova_select_destinations()
 
 
 def prim(name: str, data: dict, version: str = "1.0") -> dict:
@@ -152,8 +145,13 @@ def test_selection_without_limits_or_allocation_sends_null_limits_object():
     sel.allocation_request = None
     sel.allocation_request_version = None
     data = data_of(wire.selection_to_primitive(sel))
-    assert data["allocation_request"] is None
+    # nova's Selection.from_host_state JSON-encodes the allocation request whatever it is:
+    # a rebuild check (no claim) sends the string "null", not a JSON null
+    assert data["allocation_request"] == "null"
     assert data["allocation_request_version"] is None
+    assert (
+        wire.selection_from_primitive(wire.selection_to_primitive(sel)).allocation_request is None
+    )
     assert normalised(data["limits"]) == normalised(
         SAMPLE["reply_return_objects_true"][0][0]["nova_object.data"]["limits"]
     )
@@ -614,6 +612,18 @@ def test_aggregate_and_aggregate_list():
     )
     assert [a.id for a in listed] == [1, 2] and listed[1].hosts == {"h3"}
     assert [a.id for a in wire.aggregates_from_primitive(aggregate(5, []))] == [5]
+
+
+def test_aggregates_as_nova_api_casts_them_a_plain_list():
+    # nova-api's AggregateAPI: query_client.update_aggregates(context, [aggregate])
+    listed = wire.aggregates_from_primitive([aggregate(3, ["h1"]), aggregate(4, [])])
+    assert [(a.id, a.hosts, a.availability_zone) for a in listed] == [
+        (3, {"h1"}, "az1"),
+        (4, set(), "az1"),
+    ]
+    assert wire.aggregates_from_primitive([]) == []
+    with pytest.raises(InvalidRequest, match=r"aggregates\[1\]"):
+        wire.aggregates_from_primitive([aggregate(3, []), {"nova_object.name": "Flavor"}])
 
 
 def test_aggregate_without_id_is_refused():
