@@ -253,7 +253,7 @@ class SchedulerManager:
             return custom(ctxt, spec, all_hosts=all_hosts)
         return explain.explain_request(self.driver, ctxt, spec, all_hosts=all_hosts)
 
-    # -- cache-update casts (accepted; the host manager does not consume them yet) ----------
+    # -- cache-update casts: applied to the driver's caches at once ---------------------------
     def update_aggregates(self, ctxt: Any, aggregates: Any) -> None:
         """Fanout cast from nova-api when aggregates change: apply them to the cache now
         instead of at the next periodic re-read."""

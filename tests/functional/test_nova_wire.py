@@ -175,23 +175,13 @@ def test_aggregate_multipliers_changed_through_nova_api_weigh_the_next_request(n
 
     made = _aggregate_api(nova_python, cloud, op="create", name="cast-weights")
     _aggregate_api(nova_python, cloud, op="add_hosts", id=made["id"], hosts=roomiest)
-    _aggregate_api(
-        nova_python,
-        cloud,
-        op="set_metadata",
-        id=made["id"],
-        metadata={"ram_weight_multiplier": "1000000"},
-    )
-    out = _call(nova_python, cloud, return_alternates=False)
-    assert out["selections"][0][0]["service_host"] in roomiest
 
+    def boot_with_ram_multiplier(multiplier: str) -> str:
+        metadata = {"ram_weight_multiplier": multiplier}
+        _aggregate_api(nova_python, cloud, op="set_metadata", id=made["id"], metadata=metadata)
+        out = _call(nova_python, cloud, return_alternates=False)
+        return out["selections"][0][0]["service_host"]
+
+    assert boot_with_ram_multiplier("1000000") in roomiest
     # the same hosts now weigh last: a request goes anywhere but there
-    _aggregate_api(
-        nova_python,
-        cloud,
-        op="set_metadata",
-        id=made["id"],
-        metadata={"ram_weight_multiplier": "-1000000"},
-    )
-    out = _call(nova_python, cloud, return_alternates=False)
-    assert out["selections"][0][0]["service_host"] not in roomiest
+    assert boot_with_ram_multiplier("-1000000") not in roomiest

@@ -18,23 +18,15 @@ import sys
 
 def main() -> int:
     args = json.loads(sys.argv[1])
-    import nova.conf
+    from nova_setup import init_nova
+
+    conf = init_nova(args, connection=("api_database", args["api_database"]))
     from nova import context, objects, rpc
     from nova.compute import api as compute_api
     from nova.db.api import api as api_db
     from nova.scheduler.client import query
 
-    conf = nova.conf.CONF
-    conf([], project="nova", default_config_files=[])
-    from oslo_messaging import transport as om_transport
-
-    conf.register_opts(om_transport._transport_opts)
-    conf.set_override("transport_url", args["transport_url"])
-    conf.set_override("control_exchange", args["exchange"])
-    conf.set_override("connection", args["api_database"], group="api_database")
     api_db.configure(conf)
-    rpc.init(conf)
-    objects.register_all()
     ctx = context.get_admin_context()
 
     op = args["op"]

@@ -12,21 +12,11 @@ import uuid
 
 def main() -> int:
     args = json.loads(sys.argv[1])
-    import nova.conf
-    from nova import context, exception, objects, rpc
+    from nova_setup import init_nova
+
+    init_nova(args, long_rpc_timeout=(None, 60))
+    from nova import context, exception, objects
     from nova.scheduler import rpcapi
-
-    conf = nova.conf.CONF
-    conf([], project="nova", default_config_files=[])
-    # oslo.messaging registers these options when it makes a transport; set them first
-    from oslo_messaging import transport as om_transport
-
-    conf.register_opts(om_transport._transport_opts)
-    conf.set_override("transport_url", args["transport_url"])
-    conf.set_override("long_rpc_timeout", 60)
-    conf.set_override("control_exchange", args["exchange"])  # a test-only exchange
-    rpc.init(conf)
-    objects.register_all()
 
     ctx = context.RequestContext(
         user_id=args["user_id"], project_id=args["project_id"], request_id=args["request_id"]

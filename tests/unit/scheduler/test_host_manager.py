@@ -897,6 +897,14 @@ def test_update_and_delete_aggregate_apply_to_cached_host_states(env):
     hm.update_aggregates([moved])
     assert states[u1].aggregates == [] and states[u2].availability_zone == "z"
     assert hm.aggregates_by_metadata(key="availability_zone", value="z") == [moved]
+    # the AZ filter of old configurations sees the move at once too
+    from filters.availability_zone_filter import AvailabilityZoneFilter
+    from tests.unit.filters.fakes import make_spec
+
+    spec = make_spec()
+    spec.availability_zone = "z"
+    passed = AvailabilityZoneFilter().filter_hosts([states[u1], states[u2]], spec).passed
+    assert passed == [states[u2]]
 
     new = Aggregate(id=999, uuid=_uuid(), name="n", hosts={"h1", "h2"}, metadata={"a": "b"})
     hm.update_aggregates([new])

@@ -436,16 +436,8 @@ def test_an_unknown_driver_lists_the_available_ones(tiny_driver_dist):
     [("chance_scheduler", ChanceScheduler), ("caching_scheduler", CachingScheduler)],
 )
 def test_builtin_drivers_are_registered(name, cls):
-    hosts = [make_host("host-a")]
     CONF.set_override("driver", name, group="scheduler")
-    driver = service.load_driver(
-        CONF, placement=FakePlacement(hosts), host_manager=FakeHostManager(hosts)
-    )
-    try:
-        assert type(driver) is cls
-        assert chosen(select(driver, make_spec())) == ["host-a"]
-    finally:
-        driver.stop()
+    _load_and_select(cls)
 
 
 # nova's [scheduler] driver spellings: the class paths of before Ocata and its entry points
