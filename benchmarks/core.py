@@ -105,7 +105,7 @@ BENCH_CELL_TIMEOUT = 600.0
 
 def _driver(bench: fleet_mod.BenchFleet, conf: Any) -> Any:
     from scheduler.drivers.filter_scheduler import FilterScheduler
-    from scheduler.host_manager import HostManager
+    from scheduler.hosts.manager import HostManager
 
     if conf.scheduler.cell_timeout < BENCH_CELL_TIMEOUT:
         conf.set_override("cell_timeout", BENCH_CELL_TIMEOUT, group="scheduler")
@@ -134,8 +134,8 @@ def measure_size(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Build a fleet of ``size`` hosts and time ``repeats`` requests against it."""
-    from scheduler import host_manager as hm_mod
     from scheduler.conf import CONF
+    from scheduler.hosts import manager as hm_mod
 
     conf = conf or CONF
     ensure_conf(conf)

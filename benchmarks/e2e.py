@@ -31,13 +31,13 @@ from oslo_messaging import transport as om_transport
 import db
 from benchmarks import placement_seed
 from benchmarks.report import percentile, table
-from scheduler import rpc
 from scheduler.conf import CONF
-from scheduler.context import RequestContext
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.rpcapi import SchedulerAPI
-from scheduler.service import SchedulerService
+from scheduler.rpc import transport as rpc
+from scheduler.rpc.context import RequestContext
+from scheduler.rpc.rpcapi import SchedulerAPI
+from scheduler.rpc.service import SchedulerService
 
 DEFAULT_SIZES = (100, 1000, 10000)
 WARMUP = 2

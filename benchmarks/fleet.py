@@ -1,6 +1,6 @@
 """Synthetic fleets for the benchmark, written straight into SQLite with bulk inserts.
 
-``scheduler.fleet.build_fleet`` + ``load_fleet`` also fill Placement and go through
+``scheduler.demo.fleet.build_fleet`` + ``load_fleet`` also fill Placement and go through
 SQLAlchemy row by row: about 4 s per 10,000 hosts, 40 s at 100,000. The benchmark needs
 only the API and cell databases, so this module writes them with ``sqlite3.executemany``
 (about 1 s per 10,000 hosts, all of it building rows). The schema is nova's, created by

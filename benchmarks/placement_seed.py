@@ -30,8 +30,8 @@ import sqlalchemy as sa
 import db
 import db.api
 from placement_client import PlacementClient
-from scheduler import fleet as fleet_mod
-from scheduler.embedded_placement import EmbeddedPlacement
+from scheduler.demo import fleet as fleet_mod
+from scheduler.demo.embedded_placement import EmbeddedPlacement
 
 MARIADB_SERVER = "mysql+pymysql://root@127.0.0.1:3306/?charset=utf8mb4"
 RABBIT_URL = "rabbit://guest:guest@127.0.0.1:5672/"

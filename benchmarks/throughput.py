@@ -38,12 +38,12 @@ import db
 from benchmarks import placement_seed
 from benchmarks.e2e import quiet_logging
 from benchmarks.report import percentile, table
-from scheduler import rpc
 from scheduler.conf import CONF
-from scheduler.context import RequestContext
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.rpcapi import SchedulerAPI
+from scheduler.rpc import transport as rpc
+from scheduler.rpc.context import RequestContext
+from scheduler.rpc.rpcapi import SchedulerAPI
 
 DEFAULT_SIZES = (1000,)
 CONDUCTORS = 8

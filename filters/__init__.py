@@ -14,7 +14,7 @@ A filter is one small class with nova's method names::
 which is falsy and carries the reason shown in NoValidHost and ``explain``. Built-in filters
 may override ``filter_hosts`` with a batch implementation, and may add
 ``filter_rows(table, rows, spec_obj)``, which decides over the host manager's columns
-(``scheduler/host_table.py``) and returns a ``RowOutcome``, or None to let the handler use
+(``scheduler/hosts/table.py``) and returns a ``RowOutcome``, or None to let the handler use
 ``filter_hosts``. Both must give the same answer as the per-host path. Filters never do I/O:
 they see only the request and the HostStates.
 """

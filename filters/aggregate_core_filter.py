@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from filters.aggregate_utils import aggregate_override
 from filters.core_filter import CoreFilter
+from scheduler.hosts.aggregates import aggregate_override
 
 
 class AggregateCoreFilter(CoreFilter):

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from filters import BaseHostFilter, FilterOutcome, Reject
-from filters.aggregate_utils import aggregate_metadata_get_by_host, per_aggregate_set
 from scheduler.conf import CONF
+from scheduler.hosts.aggregates import aggregate_metadata_get_by_host, per_aggregate_set
 
 LOG = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from filters import BaseHostFilter, FilterOutcome, Reject
-from filters.aggregate_utils import aggregate_metadata_get_by_host, per_aggregate_set
 from filters.extra_specs_ops import match
+from scheduler.hosts.aggregates import aggregate_metadata_get_by_host, per_aggregate_set
 
 LOG = logging.getLogger(__name__)
 

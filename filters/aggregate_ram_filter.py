@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from filters.aggregate_utils import aggregate_override
 from filters.ram_filter import RamFilter
+from scheduler.hosts.aggregates import aggregate_override
 
 
 class AggregateRamFilter(RamFilter):

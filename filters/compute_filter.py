@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome
-from scheduler import host_table
 from scheduler.conf import CONF
+from scheduler.hosts import table as host_table
 
 LOG = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ chain stops as soon as a filter leaves no host. The log lines are nova's.
 On top of nova, the handler records *why* each host was removed (``FilterReport``), which is
 what NoValidHost messages and ``explain`` are made of.
 
-For speed, when every host comes from the host manager's table (``scheduler/host_table.py``)
+For speed, when every host comes from the host manager's table (``scheduler/hosts/table.py``)
 and debug logging is off, a filter with ``filter_rows`` decides over the table's columns;
 between two such filters the hosts travel as row numbers, and HostState lists (and the
 per-host list of removed hosts) are only built when something asks for them.
@@ -29,7 +29,7 @@ from stevedore import ExtensionManager
 
 from filters import BaseHostFilter, FilterOutcome, RowOutcome
 from scheduler.exceptions import NoValidHost, PluginNotFound
-from scheduler.host_table import table_of
+from scheduler.hosts.table import table_of
 
 LOG = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from filters import BaseHostFilter, FilterOutcome, Reject
-from filters.aggregate_utils import OverrideCache, aggregate_override
 from scheduler.conf import CONF
+from scheduler.hosts.aggregates import OverrideCache, aggregate_override
 
 LOG = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """NUMATopologyFilter: only hosts whose NUMA cells can hold the instance's NUMA topology.
 
-The fitting rules live in ``scheduler/numa.py`` (and the PCI NUMA affinity in
-``scheduler/pci.py``); this module applies them per host and per allocation candidate.
+The fitting rules live in ``scheduler/resources/numa.py`` (and the PCI NUMA affinity in
+``scheduler/resources/pci.py``); this module applies them per host and per allocation candidate.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from filters import BaseHostFilter, FilterOutcome, Reject
-from scheduler import numa, pci
+from scheduler.resources import numa, pci
 
 LOG = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """PciPassthroughFilter: only hosts with free PCI devices for every PCI request.
 
-The matching rules live in ``scheduler/pci.py``.
+The matching rules live in ``scheduler/resources/pci.py``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from filters import BaseHostFilter, FilterOutcome, Reject
-from scheduler import pci
+from scheduler.resources import pci
 
 LOG = logging.getLogger(__name__)
 

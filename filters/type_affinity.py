@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from filters import BaseHostFilter, FilterOutcome, Reject
-from filters.aggregate_utils import aggregate_values_from_key, per_aggregate_set
+from scheduler.hosts.aggregates import aggregate_values_from_key, per_aggregate_set
 
 LOG = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ class NovaschedError(Exception):
 
 class NoValidHost(NovaschedError):
     """No host can take the request. Travels to nova's conductor as
-    ``nova.exception.NoValidHost`` (see ``scheduler/manager.py``)."""
+    ``nova.exception.NoValidHost`` (see ``scheduler/rpc/manager.py``)."""
 
     def __init__(self, reason: str = ""):
         self.reason = reason

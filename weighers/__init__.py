@@ -21,7 +21,7 @@ weigher that keeps the base ``weight_multiplier`` (described by ``multiplier_opt
 distinct set of aggregates rather than once per host. A weigher whose raw value depends
 only on the host's own numbers (free RAM, free vCPUs, ...) and never on the request says so
 with ``host_column = True``: its ``_weigh_object(host, None)`` is then kept as a column of
-the host manager's table (``scheduler/host_table.py``), refreshed whenever the host changes,
+the host manager's table (``scheduler/hosts/table.py``), refreshed whenever the host changes,
 and the handler reads the column instead of calling the weigher per host.
 """
 
@@ -30,8 +30,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from filters.aggregate_utils import aggregate_override
 from scheduler.conf import CONF
+from scheduler.hosts.aggregates import aggregate_override
 
 LOG = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from stevedore import ExtensionManager
 
 from scheduler.conf import NOVA_ALL_WEIGHERS
 from scheduler.exceptions import NoValidHost, PluginNotFound
-from scheduler.host_table import table_of
+from scheduler.hosts.table import table_of
 from weighers import BaseHostWeigher, get_weight_multiplier
 
 LOG = logging.getLogger(__name__)

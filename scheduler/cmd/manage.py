@@ -32,9 +32,9 @@ from oslo_config import cfg
 from sqlalchemy.engine import make_url
 
 import db
-from scheduler import fleet as fleet_mod
 from scheduler.cmd import hide_eventlet_deprecation
 from scheduler.conf import CONF
+from scheduler.demo import fleet as fleet_mod
 
 LOG = logging.getLogger(__name__)
 PROG = "novasched-manage"
@@ -328,8 +328,8 @@ class _NoPlacement:
 
 
 def _explain_spec(args: argparse.Namespace) -> Any:
-    from scheduler import explain
     from scheduler.exceptions import InvalidRequest
+    from scheduler.explain import dry_run as explain
     from scheduler.objects import RequestSpec
 
     if args.request is None and args.flavor is None:
@@ -364,10 +364,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """A dry run of the scheduler for one request: nothing is claimed or consumed."""
     import types
 
-    from scheduler import explain
     from scheduler.drivers.filter_scheduler import FilterScheduler
     from scheduler.exceptions import ConfigurationError, InvalidRequest
-    from scheduler.host_manager import HostManager
+    from scheduler.explain import dry_run as explain
+    from scheduler.hosts.manager import HostManager
 
     spec = _explain_spec(args)
     if args.project_id:
@@ -380,7 +380,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if args.all_hosts:
             placement: Any = _NoPlacement()
         else:
-            from scheduler.placement import client_from_conf
+            from scheduler.placement.client import client_from_conf
 
             try:
                 placement = client_from_conf(CONF)
@@ -410,7 +410,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     try:
-        from scheduler import demo
+        from scheduler.demo import run as demo
     except ImportError as exc:
         raise CommandError(f"the demo is not available: {exc}")
     passed = [f"--config-file={f}" for f in args.config_file or []]

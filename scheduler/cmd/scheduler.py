@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     log.setup(conf, "novasched")
     sched_conf.warn_unsupported_options(conf)
 
-    from scheduler import service
+    from scheduler.rpc import service
 
     try:
         return service.run_workers(conf)

@@ -29,7 +29,7 @@ from typing import Any
 
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
-from scheduler.host_state import HostState
+from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, InstanceGroup, RequestSpec
 
 LOG = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from filters.compute_filter import ComputeFilter
 from filters.handler import FilterHandler, FilterReport
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
-from scheduler.host_state import HostState
+from scheduler.hosts.state import HostState
 from weighers.handler import WeightHandler
 
 if TYPE_CHECKING:

@@ -21,7 +21,6 @@ from placement_client import (
     ConsumerGenerationConflict,
     PlacementError,
 )
-from scheduler import explain, request_filter, resource_request
 from scheduler.conf import CONF
 from scheduler.exceptions import (
     AllocationUpdateFailed,
@@ -30,8 +29,11 @@ from scheduler.exceptions import (
     PluginNotFound,
     RequestFilterFailed,
 )
-from scheduler.host_state import HostState
+from scheduler.explain import dry_run as explain
+from scheduler.hosts.state import HostState
 from scheduler.objects import RequestSpec, SchedulerLimits, Selection
+from scheduler.placement import prefilters as request_filter
+from scheduler.placement import query as resource_request
 from weighers.handler import WeightHandler, load_weighers
 
 LOG = logging.getLogger(__name__)
@@ -82,11 +84,11 @@ class FilterScheduler:
         except Exception as exc:
             raise ConfigurationError(f"Could not load filters/weighers: {exc}") from exc
         if placement is None:
-            from scheduler.placement import client_from_conf
+            from scheduler.placement.client import client_from_conf
 
             placement = client_from_conf(conf)
         if host_manager is None:
-            from scheduler.host_manager import HostManager
+            from scheduler.hosts.manager import HostManager
 
             host_manager = HostManager(conf)
         self.placement = placement

@@ -15,12 +15,12 @@ from oslo_messaging import transport as om_transport
 
 import db
 from placement_client import PlacementClient
-from scheduler import fleet as fleet_mod
-from scheduler import rpc
 from scheduler.conf import CONF
-from scheduler.embedded_placement import EmbeddedPlacement
-from scheduler.rpcapi import SchedulerAPI
-from scheduler.service import SchedulerService
+from scheduler.demo import fleet as fleet_mod
+from scheduler.demo.embedded_placement import EmbeddedPlacement
+from scheduler.rpc import transport as rpc
+from scheduler.rpc.rpcapi import SchedulerAPI
+from scheduler.rpc.service import SchedulerService
 from tests.functional.fixtures_db import make_database
 from tests.functional.fixtures_rabbit import RABBIT_URL, delete_queues, ensure_rabbit
 

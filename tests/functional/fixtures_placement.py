@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from placement_client import PlacementClient
-from scheduler.embedded_placement import EmbeddedPlacement
+from scheduler.demo.embedded_placement import EmbeddedPlacement
 
 MARIADB_HOST = "127.0.0.1"
 MARIADB_PORT = 3306

@@ -20,9 +20,9 @@ import sqlalchemy as sa
 
 import db
 from scheduler.conf import CONF
-from scheduler.context import RequestContext
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, ImageMeta, InstanceGroup, RequestSpec
+from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from scheduler import wire
 from scheduler.cmd import manage
-from scheduler.context import RequestContext
 from scheduler.objects import Flavor, ImageMeta, RequestSpec
+from scheduler.rpc import wire
+from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
 
 SMALL = "m1.small:2:2048:20"

@@ -301,7 +301,7 @@ def test_concurrent_claims_never_overcommit_on_mariadb():
 _THREAD_MODE_SCRIPT = r"""
 import sys, uuid
 from placement_client import PlacementClient, ProviderSpec
-from scheduler.embedded_placement import EmbeddedPlacement
+from scheduler.demo.embedded_placement import EmbeddedPlacement
 
 with EmbeddedPlacement("sqlite:///" + sys.argv[1], mode="thread") as service:
     client = PlacementClient(service.url, retry_backoff=0.01)
@@ -331,7 +331,7 @@ def test_thread_mode_serves_placement_in_process(tmp_path):
 
 
 def test_embedded_placement_fails_loudly_on_a_missing_database():
-    from scheduler.embedded_placement import EmbeddedPlacement, EmbeddedPlacementError
+    from scheduler.demo.embedded_placement import EmbeddedPlacement, EmbeddedPlacementError
 
     service = EmbeddedPlacement(
         "mysql+pymysql://root@127.0.0.1:3306/novasched_missing_" + uuid.uuid4().hex[:8],

@@ -26,13 +26,13 @@ from oslo_messaging import transport as om_transport
 
 import db
 from placement_client import PlacementClient
-from scheduler import fleet as fleet_mod
-from scheduler import rpc
 from scheduler.conf import CONF
-from scheduler.context import RequestContext
+from scheduler.demo import fleet as fleet_mod
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.rpcapi import SchedulerAPI
+from scheduler.rpc import transport as rpc
+from scheduler.rpc.context import RequestContext
+from scheduler.rpc.rpcapi import SchedulerAPI
 from tests.functional.fixtures_db import make_database
 from tests.functional.fixtures_placement import make_mariadb_placement
 from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit

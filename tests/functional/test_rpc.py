@@ -23,12 +23,13 @@ import kombu
 import oslo_messaging
 import pytest
 
-from scheduler import exceptions, rpcapi, wire
-from scheduler import rpc as sched_rpc
+from scheduler import exceptions
 from scheduler.conf import CONF
-from scheduler.context import RequestContext
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
-from scheduler.service import SchedulerService
+from scheduler.rpc import rpcapi, wire
+from scheduler.rpc import transport as sched_rpc
+from scheduler.rpc.context import RequestContext
+from scheduler.rpc.service import SchedulerService
 from tests.functional.fixtures_rabbit import (  # noqa: F401  (pytest fixtures)
     kombu_url,
     rabbit_topic,
@@ -367,8 +368,9 @@ _WORKERS_SCRIPT = textwrap.dedent(
     """
     import os, sys
     from scheduler.conf import CONF
-    from scheduler import objects, service
-    from scheduler import rpc as sched_rpc
+    from scheduler import objects
+    from scheduler.rpc import service
+    from scheduler.rpc import transport as sched_rpc
 
     url, topic, marker_dir = sys.argv[1:4]
 
@@ -487,8 +489,9 @@ _EVENTLET_SCRIPT = textwrap.dedent(
     eventlet.monkey_patch()
     import sys
     from scheduler.conf import CONF
-    from scheduler import objects, service
-    from scheduler import rpc as sched_rpc
+    from scheduler import objects
+    from scheduler.rpc import service
+    from scheduler.rpc import transport as sched_rpc
 
     url, topic = sys.argv[1:3]
 

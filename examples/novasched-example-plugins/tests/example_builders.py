@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from scheduler.host_state import HostState
+from scheduler.hosts.state import HostState
 from scheduler.objects import Aggregate, Flavor, RequestSpec
 
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from scheduler.conf import CONF
-from scheduler.host_state import HostState
-from scheduler.host_table import HostTable
+from scheduler.hosts.state import HostState
+from scheduler.hosts.table import HostTable
 from scheduler.objects import Aggregate, Flavor, ImageMeta, InstanceGroup, RequestSpec
 
 NOW = datetime.datetime(2026, 5, 1, 12, 0, 0)

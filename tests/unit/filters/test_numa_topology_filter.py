@@ -7,17 +7,17 @@ from typing import Any
 import pytest
 
 from filters.numa_topology_filter import NUMATopologyFilter
-from scheduler import numa
 from scheduler.objects import Flavor, RequestSpec
+from scheduler.resources import numa
 from tests.unit.filters.fakes import make_host, make_spec
-from tests.unit.scheduler.test_numa import (
+from tests.unit.scheduler.resources.test_numa import (
     host_cell,
     host_topology,
     instance_cell,
     instance_topology,
     smt_host,
 )
-from tests.unit.scheduler.test_pci import alias_request, pool, pool_list
+from tests.unit.scheduler.resources.test_pci import alias_request, pool, pool_list
 
 GPU = ("10de", "1eb8")
 
@@ -322,8 +322,8 @@ def test_chain_with_pci_filter_groups_reasons_and_skips_on_rebuild() -> None:
 
 
 def test_request_spec_from_nova_wire_and_limit_back_on_the_wire() -> None:
-    from scheduler import wire
     from scheduler.objects import SchedulerLimits, Selection
+    from scheduler.rpc import wire
 
     s = spec(PINNED_2, pci_requests=[alias_request("gpu", vendor_id=GPU[0], product_id=GPU[1])])
     s.instance_uuid = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b2a"

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scheduler.host_state import HostState
+from scheduler.hosts.state import HostState
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec
 from weighers.handler import WeightHandler
 from weighers.pci import PCIWeigher, free_pci_devices, pci_weight

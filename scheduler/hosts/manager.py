@@ -1,0 +1,816 @@
+"""HostManager: the in-memory view of the compute nodes of every enabled cell.
+
+HostStates live in a cache keyed by compute-node uuid. Each request refreshes, per cell, only
+the rows changed since the last read, reading the cells in parallel with a per-cell timeout: a
+cell that fails or does not answer in time is skipped with a warning and the request goes on
+with the others. A host this scheduler consumed from keeps that consumption until its compute
+node reports newer data.
+
+Two kinds of read keep a cell current. Every request reads the compute nodes whose
+``updated_at`` moved (usage reports: an index range scan). At most every
+``window_read_interval`` seconds (and whenever every host is asked for) a request reads the
+whole window instead: services (heartbeats, enable/disable, forced down), compute nodes created
+or soft-deleted. Neither table has an index on those columns, and nova-compute heartbeats
+every 10 s, so reading them on every request would re-read most service rows of the cell per
+request. nova's own tolerance for a heartbeat is ``service_down_time`` (60 s).
+
+In the service, both of those happen off the request path: ``warm_up`` reads every cell whole
+before the scheduler takes its first request, and a refresher thread reads each cell's change
+window every ``service_refresh_interval`` seconds (and whole every five minutes). A request
+then reads only compute-node reports, and not even those while the refresher is reading the
+cell: it takes the cell as it is (at most one read old) instead of waiting.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import gc
+import logging
+import operator
+import sys
+import threading
+import time
+from collections.abc import Iterable, KeysView
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import db
+from db import queries
+from scheduler.conf import CONF
+from scheduler.hosts.instances import InstanceTracker
+from scheduler.hosts.state import HostState
+from scheduler.hosts.table import HostTable
+from scheduler.objects import Aggregate, RequestSpec
+
+LOG = logging.getLogger(__name__)
+# the aggregates of a host in none (shared by all such hosts; never modified)
+_NO_AGGREGATES: list[Aggregate] = []
+
+CELL0_UUID = "00000000-0000-0000-0000-000000000000"
+# A row is written with its writer's clock a little before it commits, MySQL DATETIME keeps
+# whole seconds, and clocks drift: each read goes back this far behind the start of the
+# previous one so that no row committed in between is lost.
+_WATERMARK_SLACK = datetime.timedelta(seconds=5)
+# A request's read of compute-node reports, while the refresher thread reads the whole slack
+# every service_refresh_interval: a report committed later than this is applied by the
+# refresher's next read instead.
+_REPORT_SLACK = datetime.timedelta(seconds=1)
+# Service rows need less: nova-compute rewrites its whole service row (state and heartbeat)
+# every report_interval (10 s), so a row a late commit hid is read again with the next
+# heartbeat. The slack covers DATETIME's whole seconds. At 100k hosts every second of slack
+# is 10,000 heartbeat rows re-read per window read.
+_SERVICE_SLACK = datetime.timedelta(seconds=2)
+# Every so often a cell is read whole again. That bounds how long a change can be missed when
+# a writer's clock lags ours by more than the slack, and drops soft-deleted services, which the
+# incremental service query cannot see.
+_FULL_RESYNC_SECONDS = 300.0
+# How often (at most) a request reads the whole change window of a cell (services, compute
+# nodes created or deleted); HostManager.window_read_interval, from
+# ``[scheduler] service_refresh_interval`` once that option is registered.
+_WINDOW_READ_SECONDS = 1.0
+
+_CN_UPDATED = queries.COMPUTE_NODE_COLUMNS.index("updated_at")
+_CN_CREATED = queries.COMPUTE_NODE_COLUMNS.index("created_at")
+_SVC_DELETED = queries.SERVICE_COLUMNS.index("deleted")
+_SVC_HOST = queries.SERVICE_COLUMNS.index("host")
+_SVC_COLUMNS = queries.SERVICE_COLUMNS
+_SVC_BOOLS = ("disabled", "forced_down", "deleted")
+_SVC_LAST_SEEN = queries.SERVICE_COLUMNS.index("last_seen_up")
+_SVC_UPDATED = queries.SERVICE_COLUMNS.index("updated_at")
+_SVC_REPORTS = queries.SERVICE_COLUMNS.index("report_count")
+_HEARTBEAT_COLUMNS = frozenset({"last_seen_up", "updated_at", "report_count"})
+# (index, name, is_bool) of the columns a heartbeat does not change
+_SVC_STABLE = tuple(
+    (i, name, name in _SVC_BOOLS)
+    for i, name in enumerate(queries.SERVICE_COLUMNS)
+    if name not in _HEARTBEAT_COLUMNS
+)
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+
+
+@dataclass(slots=True)
+class Cell:
+    uuid: str
+    name: str
+    database_connection: str
+    disabled: bool = False
+
+
+@dataclass(slots=True)
+class _CellView:
+    """What we hold of one cell: its HostStates and how far we have read it."""
+
+    cell: Cell
+    # by compute-node uuid. Copy-on-write: a read that adds or removes hosts publishes a new
+    # dict, so a request iterates the one it got without a copy and without the lock.
+    hosts: dict[str, HostState] = field(default_factory=dict)
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)  # by host name
+    # the hosts that have a service record (those a request may get), by uuid; rebuilt
+    # with ``hosts`` or when a service comes or goes, never modified once published
+    servable: dict[str, HostState] = field(default_factory=dict)
+    # (our clock) when the last successful window read started; None until the first one
+    read_started_at: datetime.datetime | None = None
+    # (our clock) when the last successful read of compute-node reports started
+    nodes_read_started_at: datetime.datetime | None = None
+    # the compute-node rows of the last read, by uuid: the next read re-reads the slack
+    # window, and a row equal to the one applied then is not applied again
+    recent_rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # bumped whenever a service row changes in more than its heartbeat; the lowest
+    # nova-compute version as of such a generation (``minimum_compute_version``)
+    services_generation: int = 0
+    min_version: tuple[int, int | None] | None = None
+    window_read_at: float = 0.0  # time.monotonic() of the last window read
+    full_read_at: float = 0.0  # time.monotonic() of the last whole read
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _CellRead(NamedTuple):
+    """One cell's answer to one request: its view and its HostStates at that moment."""
+
+    view: _CellView
+    hosts: dict[str, HostState]
+    servable: dict[str, HostState]
+
+
+class HostManager:
+    """Reads cells, aggregates and compute nodes; hands out HostStates per request."""
+
+    def __init__(self, conf=CONF, api_engine=None):
+        self.conf = conf
+        if api_engine is None:
+            url = conf.api_database.connection
+            if not url:
+                from scheduler.exceptions import ConfigurationError
+
+                raise ConfigurationError(
+                    "[api_database] connection is not set: novasched reads cell mappings and "
+                    "aggregates from nova's API database"
+                )
+            api_engine = db.get_engine(url)
+        self.api_engine = api_engine
+        self._views: dict[str, _CellView] = {}
+        # the HostStates of every cell as columns, for the batch filters and weighers
+        self.table = HostTable()
+        self._views_lock = threading.Lock()
+        self._aggregates: dict[int, Aggregate] = {}
+        self._host_aggregates: dict[str, list[Aggregate]] = {}
+        self._aggregates_loaded_at = 0.0
+        self._aggregates_lock = threading.Lock()
+        self._inflight: dict[tuple[str, bool], concurrent.futures.Future] = {}
+        self._inflight_lock = threading.Lock()
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=conf.cell_worker_thread_pool_size, thread_name_prefix="cell-read"
+        )
+        self.cells: dict[str, Cell] = {}
+        self.enabled_cells: dict[str, Cell] = {}
+        # seconds between window reads of a cell on the request path (0: every request)
+        self.window_read_interval = float(
+            getattr(conf.scheduler, "service_refresh_interval", _WINDOW_READ_SECONDS)
+        )
+        # per-host instance lists kept current by nova-compute's casts (nova's _instance_info)
+        self.instance_tracker = InstanceTracker(conf, loader=self._read_host_instances)
+        # Set by the driver when a plugin needs more than the uuids of the instances on every
+        # host (TypeAffinityFilter: their flavor; ImagePropertiesWeigher: their image
+        # properties): instances are then read, with those details, for every request.
+        self.instance_details = False
+        # the refresher thread (start_refresher), and what stops it
+        self._refresher: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.refresh_cells_caches()
+        self.refresh_aggregates()
+
+    # -- cells ------------------------------------------------------------------------------
+    def refresh_cells_caches(self) -> None:
+        """(Re)load cell mappings: cell0 is left out, disabled cells are not scheduled to."""
+        cells: dict[str, Cell] = {}
+        for row in db.get_cell_mappings(self.api_engine):
+            if row["uuid"] == CELL0_UUID:
+                continue
+            cells[row["uuid"]] = Cell(
+                uuid=row["uuid"],
+                name=row.get("name") or row["uuid"],
+                database_connection=row["database_connection"],
+                disabled=bool(row.get("disabled")),
+            )
+        with self._views_lock:
+            self.cells = cells
+            self.enabled_cells = {u: c for u, c in cells.items() if not c.disabled}
+            for uuid in list(self._views):
+                old = self._views[uuid].cell
+                new = cells.get(uuid)
+                if new is None or new.database_connection != old.database_connection:
+                    # another database: read it whole again, under its new name
+                    for hs in self._views[uuid].hosts.values():
+                        self.table.release(hs)
+                    del self._views[uuid]
+                else:
+                    self._views[uuid].cell = new
+        LOG.info(
+            "Found %d cell(s), %d enabled: %s",
+            len(cells),
+            len(self.enabled_cells),
+            ", ".join(c.name for c in self.enabled_cells.values()) or "-",
+        )
+
+    # -- aggregates -------------------------------------------------------------------------
+    def refresh_aggregates(self) -> None:
+        """Re-read every aggregate from the API database and attach them to the HostStates."""
+        aggregates: dict[int, Aggregate] = {}
+        for row in db.get_aggregates(self.api_engine):
+            agg = Aggregate(
+                id=row["id"],
+                uuid=row["uuid"],
+                name=row.get("name") or "",
+                hosts=set(row.get("hosts") or ()),
+                metadata=dict(row.get("metadata") or {}),
+            )
+            aggregates[agg.id] = agg
+        with self._aggregates_lock:
+            # cached HostStates get the new aggregates too: a quiet compute node may not
+            # write its row again for a long time
+            self._set_aggregates(aggregates)
+            self._aggregates_loaded_at = time.monotonic()
+
+    def _maybe_refresh_aggregates(self) -> None:
+        ttl = self.conf.scheduler.aggregate_cache_ttl
+        if ttl >= 0 and time.monotonic() - self._aggregates_loaded_at >= ttl:
+            try:
+                self.refresh_aggregates()
+            except Exception as exc:  # keep serving with the aggregates we have
+                LOG.warning("Could not refresh aggregates from the API database: %s", exc)
+
+    @property
+    def aggregates(self) -> list[Aggregate]:
+        return list(self._aggregates.values())
+
+    def aggregates_for_host(self, host: str) -> list[Aggregate]:
+        return self._host_aggregates.get(host, _NO_AGGREGATES)
+
+    def aggregates_by_metadata(
+        self, key: str | None = None, value: str | None = None, key_prefix: str | None = None
+    ) -> list[Aggregate]:
+        self._maybe_refresh_aggregates()
+        out = []
+        for agg in self._aggregates.values():
+            for k, v in agg.metadata.items():
+                if key is not None and k != key:
+                    continue
+                if key_prefix is not None and not k.startswith(key_prefix):
+                    continue
+                if value is not None and v != value:
+                    continue
+                out.append(agg)
+                break
+        return out
+
+    def update_aggregates(self, aggregates: list[Aggregate]) -> None:
+        """Apply aggregates sent by nova-api (update_aggregates RPC)."""
+        with self._aggregates_lock:
+            current = dict(self._aggregates)
+            for agg in aggregates:
+                current[agg.id] = agg
+            self._set_aggregates(current)
+
+    def delete_aggregate(self, aggregate: Aggregate) -> None:
+        """Forget an aggregate deleted in nova-api (delete_aggregate RPC)."""
+        with self._aggregates_lock:
+            current = dict(self._aggregates)
+            current.pop(aggregate.id, None)
+            self._set_aggregates(current)
+
+    def _set_aggregates(self, aggregates: dict[int, Aggregate]) -> None:
+        by_host: dict[str, list[Aggregate]] = {}
+        for agg in aggregates.values():
+            for host in agg.hosts:
+                by_host.setdefault(host, []).append(agg)
+        # hosts in the same aggregates share one list object: weighers and filters compute
+        # per distinct set of aggregates, and 100k hosts need only a few lists
+        shared: dict[tuple[int, ...], list[Aggregate]] = {}
+        for host, aggs in by_host.items():
+            aggs.sort(key=lambda a: a.id)
+            by_host[host] = shared.setdefault(tuple(a.id for a in aggs), aggs)
+        self._aggregates = aggregates
+        self._host_aggregates = by_host
+        every_host: list[HostState] = []
+        for view in list(self._views.values()):
+            hosts = list(view.hosts.values())
+            for hs in hosts:
+                hs.aggregates = by_host.get(hs.host, _NO_AGGREGATES)
+            every_host.extend(hosts)
+        self.table.rebind_aggregates(every_host)
+
+    # -- host states ------------------------------------------------------------------------
+    def _cells_for(self, spec: RequestSpec | None) -> list[Cell]:
+        dest = spec.requested_destination if spec is not None else None
+        if dest is not None and dest.cell_uuid and not dest.allow_cross_cell_move:
+            # as nova: the requested cell is used even if it is disabled
+            cell = self.cells.get(dest.cell_uuid)
+            return [cell] if cell else []
+        return list(self.enabled_cells.values())
+
+    def _view(self, cell: Cell) -> _CellView:
+        with self._views_lock:
+            view = self._views.get(cell.uuid)
+            if view is None:
+                view = self._views[cell.uuid] = _CellView(cell=cell)
+            return view
+
+    # -- start-up and the refresher ----------------------------------------------------------
+    def warm_up(self) -> int:
+        """Read every enabled cell whole (before the service takes requests: at 100k hosts
+        the first read takes seconds). A cell that fails is skipped with a warning; requests
+        read it later. Returns the number of hosts loaded."""
+        started = time.monotonic()
+        cells = list(self.enabled_cells.values())
+        loaded = 0
+        for cell in cells:
+            try:
+                loaded += len(self._refresh_cell(cell, window=True).hosts)
+            except Exception as exc:
+                LOG.warning("Could not read cell %s at start-up: %s", cell.name, exc)
+        LOG.info(
+            "Loaded %d host(s) from %d cell(s) in %.1f s",
+            loaded,
+            len(cells),
+            time.monotonic() - started,
+        )
+        return loaded
+
+    def start_refresher(self) -> None:
+        """Read every enabled cell's change window (and, every five minutes, the whole cell)
+        on a thread of its own, every ``service_refresh_interval`` seconds, so that requests
+        do not. Nothing to do when the interval is 0 (every request reads everything)."""
+        if self.window_read_interval <= 0 or self._refresher is not None:
+            return
+        self._stopping.clear()
+        self._refresher = threading.Thread(
+            target=self._refresh_loop, name="host-refresh", daemon=True
+        )
+        self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        while not self._stopping.wait(self.window_read_interval):
+            for cell in list(self.enabled_cells.values()):
+                if self._stopping.is_set():
+                    return
+                try:
+                    self._refresh_cell(cell, window=True)
+                except Exception as exc:  # the next round tries again; requests go on
+                    LOG.warning("Could not refresh cell %s: %s", cell.name, exc)
+
+    def _refresh_cell(self, cell: Cell, window: bool = False, *, wait: bool = True) -> _CellRead:
+        """Read what changed in one cell and apply it to its HostStates.
+
+        ``window`` forces a read of the whole change window (services, creations,
+        deletions) even if the last one is recent. Without ``wait``, a cell that has been
+        read before and is being read right now (by the refresher, or another request) is
+        returned as it is, without a read of its own. Returns the cell's view and its
+        HostStates at that moment (a dict no one modifies), so callers can iterate it while
+        another request refreshes the same cell.
+        """
+        view = self._view(cell)
+        if not view.lock.acquire(blocking=wait or view.read_started_at is None):
+            return _CellRead(view, view.hosts, view.servable)
+        try:
+            engine = db.get_engine(cell.database_connection)
+            started = _utcnow()
+            now = time.monotonic()
+            full = view.read_started_at is None or (
+                now - view.full_read_at >= _FULL_RESYNC_SECONDS
+                # with a refresher, requests leave the whole read to it (unless it is stuck)
+                and (
+                    window
+                    or not self._refreshing()
+                    or now - view.full_read_at >= 2 * _FULL_RESYNC_SECONDS
+                )
+            )
+            window_due = now - view.window_read_at >= self.window_read_interval * (
+                3 if self._refreshing() and not window else 1
+            )
+            if full or window or window_due:
+                since = None if full else view.read_started_at - _WATERMARK_SLACK
+                services = queries.get_compute_service_rows(
+                    engine, updated_since=None if full else view.read_started_at - _SERVICE_SLACK
+                )
+                nodes = queries.get_compute_node_rows(engine, updated_since=since)
+                if full:
+                    self._apply_full_read(view, services, nodes)
+                    # the rows of a whole read are not kept (they hold every report's text)
+                    nodes = []
+                    view.recent_rows = {}
+                else:
+                    self._apply_changes(view, services, nodes)
+                view.read_started_at = started
+                # from the end of the read: a read slower than the interval must not make
+                # every request a window read
+                view.window_read_at = time.monotonic()
+                if full:
+                    view.full_read_at = now
+                    # The cache is long-lived and free of reference cycles: move it out of
+                    # the cyclic GC's generations so full collections stop walking 10^5
+                    # HostStates (spikes of ~100 ms at 10k hosts). Freed objects still go by
+                    # reference counting.
+                    gc.freeze()
+            else:
+                # With the refresher, whose window reads go back the whole slack every
+                # second, a request need only cover DATETIME's whole seconds
+                slack = _REPORT_SLACK if self._refreshing() else _WATERMARK_SLACK
+                since = (view.nodes_read_started_at or view.read_started_at) - slack
+                # only the reports not applied yet are read whole (a report re-read within
+                # the slack is recognised by its updated_at; two reports of one node in one
+                # second of a DATETIME column look alike, and the next window read, which
+                # compares whole rows, applies the second)
+                nodes = queries.get_compute_node_reports(engine, since, view.recent_rows)
+                if nodes:
+                    self._apply_changes(view, [], nodes)
+            view.nodes_read_started_at = started
+            # what the next read (a window read) may re-read
+            self._remember_rows(view, nodes, started - _WATERMARK_SLACK)
+            return _CellRead(view, view.hosts, view.servable)
+        finally:
+            view.lock.release()
+
+    @staticmethod
+    def _remember_rows(
+        view: _CellView, nodes: list[tuple[Any, ...]], cutoff: datetime.datetime
+    ) -> None:
+        """Keep the rows a later read may re-read: those reported at or after ``cutoff``
+        (the next read goes back no further), so that it need not apply them again."""
+        recent = view.recent_rows
+        for row in nodes:
+            recent[row[0]] = row
+        if recent:
+            view.recent_rows = {
+                uuid: row
+                for uuid, row in recent.items()
+                if (row[_CN_UPDATED] or row[_CN_CREATED] or cutoff) >= cutoff
+            }
+
+    def _apply_full_read(
+        self, view: _CellView, services: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]]
+    ) -> None:
+        # what the whole read does not return is gone (deleted rows are not in it)
+        view.services = {row[_SVC_HOST]: _service_dict(row) for row in services}
+        view.services_generation += 1
+        live = {row[0] for row in nodes if row[0]}
+        hosts = {u: hs for u, hs in view.hosts.items() if u in live}
+        for uuid, hs in view.hosts.items():
+            if uuid not in live:
+                self.table.release(hs)
+        self.table.collect()
+        # every host kept has a row in ``nodes``: _apply_node gives it its service
+        for row in nodes:
+            self._apply_node(view, hosts, row)
+        view.hosts = hosts
+        view.servable = {u: hs for u, hs in hosts.items() if hs.service}
+
+    def _apply_changes(
+        self, view: _CellView, services: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]]
+    ) -> None:
+        changed_hosts: set[str] = set()
+        service_changed = self.table.service_changed
+        cell_uuid = view.cell.uuid
+        # deleted rows first: a host whose old service was deleted and a new one created
+        # (nova-compute re-registering) must end up with the new one
+        for row in sorted(services, key=lambda r: not r[_SVC_DELETED]):
+            host = row[_SVC_HOST]
+            if row[_SVC_DELETED]:
+                if view.services.pop(host, None) is not None:
+                    changed_hosts.add(host)
+                continue
+            known = view.services.get(host)
+            if known is not None and _only_heartbeat_changed(known, row):
+                if _SVC_BEAT_OF_DICT(known) == _SVC_BEAT_OF_ROW(row):
+                    continue  # the same row again (a window re-reads its slack)
+                # most re-read rows: a heartbeat, applied in place (one key at a time; a
+                # filter reading the dict meanwhile sees the old or the new value)
+                known["last_seen_up"] = row[_SVC_LAST_SEEN]
+                known["updated_at"] = row[_SVC_UPDATED]
+                known["report_count"] = row[_SVC_REPORTS]
+                service_changed(cell_uuid, host, known)
+                continue
+            view.services[host] = _service_dict(row)
+            changed_hosts.add(host)
+        hosts = view.hosts
+        copied = False
+        applied = view.recent_rows
+        for row in nodes:
+            uuid = row[0]
+            if not uuid or applied.get(uuid) == row:
+                continue
+            hs = hosts.get(uuid)
+            if row[-1]:  # deleted
+                if hs is not None:
+                    if not copied:
+                        hosts, copied = dict(hosts), True
+                    del hosts[uuid]
+                    self.table.release(hs)
+                continue
+            if hs is not None and hs.host == row[1] and hs.nodename == row[2]:
+                # the common case: a known node reports again
+                hs.update_from_row(row)
+                continue
+            if not copied:
+                hosts, copied = dict(hosts), True
+            self._apply_node(view, hosts, row)
+        if changed_hosts:
+            view.services_generation += 1
+            for hs in hosts.values():
+                if hs.host in changed_hosts:
+                    hs.service = view.services.get(hs.host) or {}
+                    self.table.bind_service(hs)
+        if copied:
+            view.hosts = hosts
+        if copied or changed_hosts:
+            view.servable = {u: hs for u, hs in hosts.items() if hs.service}
+
+    def _apply_node(
+        self, view: _CellView, hosts: dict[str, HostState], row: tuple[Any, ...]
+    ) -> None:
+        """Apply a live compute-node row to ``hosts`` (a dict not yet published)."""
+        uuid, host, nodename = row[0], row[1], row[2]
+        if not uuid:
+            return
+        hs = hosts.get(uuid)
+        # A node whose usage is not reported yet keeps uuid None, as in nova: it goes
+        # through the filters but has no allocation candidates, so it is never claimed.
+        if hs is None or hs.host != host or hs.nodename != nodename:
+            if hs is not None:
+                self.table.release(hs)
+            hs = HostState(host, nodename, view.cell.uuid)
+            hosts[uuid] = hs
+            # not published yet: no other thread can see it, so no lock (and none created)
+            hs._update_from_row(row)
+            hs.service = view.services.get(host) or {}
+            hs.aggregates = self.aggregates_for_host(host)
+            self.table.add(hs)
+            return
+        with hs._lock:
+            hs._update_from_row(row)
+            hs.service = view.services.get(host) or {}
+            hs.aggregates = self.aggregates_for_host(host)
+            self.table.bind_service(hs)
+            self.table.bind_aggregates(hs)
+
+    def get_host_states_by_uuids(
+        self,
+        compute_uuids: Iterable[str] | None,
+        spec: RequestSpec | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> list[HostState]:
+        """HostStates for these compute-node uuids (None: every compute node) in the cells
+        the request may use. Hosts whose compute node has no service record are skipped.
+        ``compute_uuids`` given as a dict, its keys or a set is taken as free of duplicates
+        (Placement's provider summaries); another iterable is de-duplicated first."""
+        self._maybe_refresh_aggregates()
+        cells = self._cells_for(spec)
+        # every host: a rebuild, the caching scheduler's refresh, explain --all-hosts; they
+        # want the cell as it is now, not as of the last window read
+        reads = self._scatter_gather(cells, request_id, window=compute_uuids is None)
+        wanted: Iterable[str] | None = compute_uuids
+        if wanted is not None and not isinstance(wanted, dict | KeysView | set | frozenset):
+            wanted = dict.fromkeys(wanted)
+        out: list[HostState] = []
+        for read in reads:
+            if wanted is None:
+                items: list[HostState] = list(read.hosts.values())
+                found = list(read.servable.values())
+            else:
+                # (a HostState is always true: filter(None) drops only the misses)
+                found = list(filter(None, map(read.servable.get, wanted)))
+                items = found
+                if len(read.servable) != len(read.hosts):
+                    items = list(filter(None, map(read.hosts.get, wanted)))
+            if len(found) != len(items):
+                for hs in items:
+                    if not hs.service:
+                        LOG.warning(
+                            "No compute service record found for host %(host)s in cell "
+                            "%(cell)s; skipping it",
+                            {"host": hs.host, "cell": read.view.cell.name},
+                        )
+            out.extend(found)
+        if self.instance_details or (spec is not None and _needs_instances(spec)):
+            self._load_instances([r.view for r in reads], out)
+        return out
+
+    def _scatter_gather(
+        self, cells: list[Cell], request_id: str | None = None, window: bool = False
+    ) -> list[_CellRead]:
+        """Refresh these cells in parallel; those that fail or time out are left out.
+        ``window``: read each cell's whole change window (see ``_refresh_cell``)."""
+        if not cells:
+            return []
+        timeout = self.conf.scheduler.cell_timeout
+        futures: dict[concurrent.futures.Future, Cell] = {}
+        with self._inflight_lock:
+            for cell in cells:
+                # A read still running (a slow cell a previous request gave up on) is joined
+                # rather than queued behind: otherwise a stuck cell fills the pool with
+                # waiting reads and starves the healthy cells.
+                key = (cell.uuid, window)
+                fut = self._inflight.get(key)
+                if fut is None or fut.done():
+                    # a request does not wait for a read already running (the refresher):
+                    # the cell as it is now is at most one read old
+                    fut = self._executor.submit(self._refresh_cell, cell, window, wait=window)
+                    self._inflight[key] = fut
+                futures[fut] = cell
+        done, not_done = concurrent.futures.wait(futures, timeout=timeout)
+        reads: list[_CellRead] = []
+        for fut, cell in futures.items():
+            if fut in not_done:
+                LOG.warning(
+                    "Timed out after %.1f s waiting for cell %s (%s); skipping its hosts "
+                    "(request %s)",
+                    timeout,
+                    cell.name,
+                    cell.uuid,
+                    request_id or "-",
+                )
+                continue
+            exc = fut.exception()
+            if exc is not None:
+                LOG.warning(
+                    "Error reading cell %s (%s); skipping its hosts (request %s): %s",
+                    cell.name,
+                    cell.uuid,
+                    request_id or "-",
+                    exc,
+                )
+                continue
+            reads.append(fut.result())
+        return reads
+
+    def _load_instances(self, views: list[_CellView], hosts: list[HostState]) -> None:
+        """Fill host.instances for the hosts of this request (needed by affinity filters,
+        same/different host hints): one query per cell."""
+        by_cell: dict[str, list[HostState]] = {}
+        details = self.instance_details
+        # the casts carry uuids only: with details asked for, read the database
+        tracked_of = (lambda host: None) if details else self.instance_tracker.instances_for
+        for hs in hosts:
+            tracked = tracked_of(hs.host)
+            if tracked is not None:  # kept current by the compute's casts
+                hs.instances = tracked
+            else:
+                by_cell.setdefault(hs.cell_uuid, []).append(hs)
+        for view in views:
+            cell_hosts = by_cell.get(view.cell.uuid)
+            if not cell_hosts:
+                continue
+            try:
+                engine = db.get_engine(view.cell.database_connection)
+                names = sorted({hs.host for hs in cell_hosts})
+                if details:
+                    by_host = db.get_instance_details_by_host(engine, names)
+                else:
+                    uuids_by_host = db.get_instance_uuids_by_host(engine, names)
+            except Exception as exc:
+                LOG.warning("Could not read instances of cell %s: %s", view.cell.name, exc)
+                continue
+            for hs in cell_hosts:
+                if details:
+                    hs.instances = dict(by_host.get(hs.host, {}))
+                else:
+                    hs.instances = {u: None for u in uuids_by_host.get(hs.host, ())}
+
+    def _read_host_instances(self, host: str) -> list[str] | None:
+        """The instance uuids of one host from its cell database (the instance tracker's
+        re-read); None while no cell read so far has shown the host."""
+        for view in list(self._views.values()):
+            if host in view.services:
+                engine = db.get_engine(view.cell.database_connection)
+                return sorted(db.get_instance_uuids_by_host(engine, [host]).get(host, ()))
+        return None
+
+    def minimum_compute_version(self) -> int | None:
+        """The lowest nova-compute service version across the enabled cells (None when no
+        service is known), from the cached service rows (owner_nova_filter asks it)."""
+        views = [v for u, v in list(self._views.items()) if u in self.enabled_cells]
+        if not views or not any(v.services for v in views):
+            cells = list(self.enabled_cells.values())
+            views = [r.view for r in self._scatter_gather(cells, window=True)]
+        versions = []
+        for view in views:
+            # per cell, recomputed only after a service changed (not at every heartbeat)
+            generation = view.services_generation
+            known = view.min_version
+            if known is None or known[0] != generation:
+                found = [
+                    row["version"]
+                    for row in list(view.services.values())
+                    if row.get("version") is not None
+                ]
+                known = view.min_version = (generation, min(found) if found else None)
+            if known[1] is not None:
+                versions.append(known[1])
+        return min(versions) if versions else None
+
+    def forget_consumption(self, host_states: Iterable[HostState]) -> None:
+        """Drop this scheduler's consumption from these HostStates (after a rollback): re-read
+        their compute nodes and apply the rows, as nova does by clearing ``updated``."""
+        by_cell: dict[str | None, list[HostState]] = {}
+        for hs in host_states:
+            hs.updated = None
+            if hs.uuid:
+                by_cell.setdefault(hs.cell_uuid, []).append(hs)
+        for cell_uuid, hosts in by_cell.items():
+            cell = self.cells.get(cell_uuid) if cell_uuid else None
+            if cell is None:
+                continue
+            try:
+                rows = db.get_compute_nodes(
+                    db.get_engine(cell.database_connection), uuids=[hs.uuid for hs in hosts]
+                )
+            except Exception as exc:  # the next full resync will correct them
+                LOG.warning(
+                    "Could not re-read %d compute node(s) of cell %s: %s",
+                    len(hosts),
+                    cell.name,
+                    exc,
+                )
+                continue
+            by_uuid = {row["uuid"]: row for row in rows}
+            for hs in hosts:
+                row = by_uuid.get(hs.uuid)
+                if row is not None:
+                    hs.update(compute=row)
+
+    def host_states_for(self, host: str, node: str | None = None) -> list[HostState]:
+        """Cached HostStates of one host (and node), across cells (for forced destinations)."""
+        out = []
+        for view in list(self._views.values()):
+            for hs in list(view.hosts.values()):
+                if hs.host == host and (node is None or hs.nodename == node):
+                    out.append(hs)
+        return out
+
+    def compute_nodes_by_host_or_node(
+        self, host: str | None, node: str | None, spec: RequestSpec | None = None
+    ) -> list[HostState]:
+        """Compute nodes for a forced or requested destination (refreshing the cells)."""
+        out = []
+        for read in self._scatter_gather(self._cells_for(spec), window=True):
+            for hs in read.hosts.values():
+                if host is not None and hs.host != host:
+                    continue
+                if node is not None and hs.nodename != node:
+                    continue
+                out.append(hs)
+        return out
+
+    def _refreshing(self) -> bool:
+        refresher = self._refresher
+        return refresher is not None and refresher.is_alive()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        refresher, self._refresher = self._refresher, None
+        if refresher is not None and refresher is not threading.current_thread():
+            refresher.join(timeout=5)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _only_heartbeat_changed(known: dict[str, Any], row: tuple[Any, ...]) -> bool:
+    """Whether ``row`` differs from the cached service dict only in heartbeat columns."""
+    # the common case in one C-level comparison (the stored booleans equal the rows' 0/1)
+    if _SVC_STABLE_OF_DICT(known) == _SVC_STABLE_OF_ROW(row):
+        return True
+    for i, name, is_bool in _SVC_STABLE:
+        value = row[i]
+        if is_bool:
+            value = bool(value)
+        if known.get(name) != value:
+            return False
+    return True
+
+
+_SVC_STABLE_OF_ROW = operator.itemgetter(*(i for i, _, _ in _SVC_STABLE))
+_SVC_STABLE_OF_DICT = operator.itemgetter(*(name for _, name, _ in _SVC_STABLE))
+_SVC_BEAT_OF_ROW = operator.itemgetter(_SVC_LAST_SEEN, _SVC_UPDATED, _SVC_REPORTS)
+_SVC_BEAT_OF_DICT = operator.itemgetter("last_seen_up", "updated_at", "report_count")
+
+
+def _service_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A service row as the dict filters read (nova's field names)."""
+    service = dict(zip(_SVC_COLUMNS, row, strict=True))
+    for name in _SVC_BOOLS:
+        service[name] = bool(service[name])
+    for name in ("binary", "topic"):
+        value = service[name]
+        if isinstance(value, str):
+            service[name] = sys.intern(value)
+    return service
+
+
+def _needs_instances(spec: RequestSpec) -> bool:
+    if spec.instance_group is not None:
+        return True
+    hints = spec.scheduler_hints or {}
+    return "same_host" in hints or "different_host" in hints

@@ -1,0 +1,687 @@
+"""scheduler.resources.numa: parsing nova's NUMA data and fitting instance topologies onto hosts."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from scheduler.resources import numa
+
+# -- builders of nova-shaped data (also used by the filter tests) ---------------------------
+
+
+def _env(name: str, data: dict[str, Any], version: str = "1.0") -> dict[str, Any]:
+    return {
+        "nova_object.name": name,
+        "nova_object.namespace": "nova",
+        "nova_object.version": version,
+        "nova_object.data": data,
+        "nova_object.changes": list(data),
+    }
+
+
+def pages(size_kb: int, total: int, used: int = 0, reserved: int = 0) -> dict[str, Any]:
+    return _env(
+        "NUMAPagesTopology",
+        {"size_kb": size_kb, "total": total, "used": used, "reserved": reserved},
+        "1.1",
+    )
+
+
+def host_cell(
+    cell_id: int,
+    cpuset: list[int],
+    pcpuset: list[int],
+    memory: int,
+    siblings: list[list[int]] | None = None,
+    mempages: list[dict[str, Any]] | None = None,
+    pinned: list[int] | None = None,
+    cpu_usage: int = 0,
+    memory_usage: int = 0,
+    socket: int | None = None,
+) -> dict[str, Any]:
+    """A NUMACell 1.5 primitive as nova-compute stores it."""
+    if siblings is None:
+        siblings = [[c] for c in sorted(set(cpuset) | set(pcpuset))]
+    if mempages is None:
+        mempages = [pages(4, memory * 256)]
+    return _env(
+        "NUMACell",
+        {
+            "id": cell_id,
+            "cpuset": cpuset,
+            "pcpuset": pcpuset,
+            "memory": memory,
+            "cpu_usage": cpu_usage,
+            "memory_usage": memory_usage,
+            "pinned_cpus": pinned or [],
+            "siblings": siblings,
+            "mempages": mempages,
+            "network_metadata": _env("NetworkMetadata", {"physnets": [], "tunneled": False}, "1.0"),
+            "socket": socket,
+        },
+        "1.5",
+    )
+
+
+def host_topology(*cells: dict[str, Any]) -> dict[str, Any]:
+    return _env("NUMATopology", {"cells": list(cells)}, "1.2")
+
+
+def smt_host(
+    pinned: tuple[list[int], list[int]] = ([], []),
+    hugepages_2m: int = 0,
+    hugepages_used: int = 0,
+    legacy: bool = False,
+) -> dict[str, Any]:
+    """Two sockets, one cell each, 4 cores x 2 threads per cell, 16 GiB per cell.
+    New-style config: shared CPUs are core 0 and 1 of each cell (cpu_shared_set), dedicated
+    cores 2 and 3 (cpu_dedicated_set); ``legacy`` uses vcpu_pin_set (both sets equal)."""
+    cells = []
+    for cell_id in (0, 1):
+        base = cell_id * 8
+        siblings = [[base + i, base + i + 4] for i in range(4)]
+        if legacy:
+            shared = dedicated = list(range(base, base + 8))
+        else:
+            shared = [base, base + 4, base + 1, base + 5]
+            dedicated = [base + 2, base + 6, base + 3, base + 7]
+        memory = 16384
+        mempages = [pages(4, (memory - hugepages_2m * 2) * 256)]
+        if hugepages_2m:
+            mempages.append(pages(2048, hugepages_2m, used=hugepages_used))
+        cells.append(
+            host_cell(
+                cell_id,
+                sorted(shared),
+                sorted(dedicated),
+                memory,
+                siblings=siblings,
+                mempages=mempages,
+                pinned=pinned[cell_id],
+                socket=cell_id,
+            )
+        )
+    return host_topology(*cells)
+
+
+def instance_cell(
+    cell_id: int,
+    cpus: list[int],
+    memory: int,
+    policy: str | None = None,
+    thread_policy: str | None = None,
+    pagesize: int | None = None,
+) -> dict[str, Any]:
+    dedicated = policy == "dedicated"
+    return {
+        "id": cell_id,
+        "cpuset": [] if dedicated else cpus,
+        "pcpuset": cpus if dedicated else [],
+        "memory": memory,
+        "pagesize": pagesize,
+        "cpu_policy": policy,
+        "cpu_thread_policy": thread_policy,
+        "cpuset_reserved": None,
+        "cpu_pinning_raw": None,
+    }
+
+
+def instance_topology(*cells: dict[str, Any], emulator: str | None = None) -> dict[str, Any]:
+    return {"cells": list(cells), "emulator_threads_policy": emulator}
+
+
+def fit(host: Any, inst: Any, cpu_ratio: float = 4.0, ram_ratio: float = 1.0, **kw: Any):
+    return numa.fit_instance_to_host(
+        numa.host_topology_from_primitive(host),
+        numa.instance_topology_from_primitive(inst),
+        numa.Limits(cpu_ratio, ram_ratio),
+        **kw,
+    )
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+
+def test_host_topology_from_primitive_and_unwrapped_data_agree() -> None:
+    prim = smt_host()
+    parsed = numa.host_topology_from_primitive(prim)
+    assert parsed is not None
+    assert [c.id for c in parsed.cells] == [0, 1]
+    cell = parsed.cells[1]
+    assert cell.pcpuset == {10, 14, 11, 15}
+    assert cell.cpuset == {8, 12, 9, 13}
+    assert cell.threads_per_core == 2 and parsed.has_threads
+    assert cell.socket == 1
+    plain = json.loads(json.dumps(prim))["nova_object.data"]
+    plain["cells"] = [c["nova_object.data"] for c in plain["cells"]]
+    assert numa.host_topology_from_primitive(plain) == parsed
+    # the JSON text of the column is accepted too
+    assert numa.host_topology_from_primitive(json.dumps(prim)) == parsed
+
+
+def test_host_topology_none_or_empty() -> None:
+    assert numa.host_topology_from_primitive(None) is None
+    assert numa.host_topology_from_primitive({}) is None
+    assert numa.host_topology_from_primitive(host_topology()) is None
+
+
+def test_legacy_host_cell_without_pcpuset_uses_cpuset_for_pinning() -> None:
+    cell = host_cell(0, [0, 1, 2, 3], [0, 1, 2, 3], 4096)
+    del cell["nova_object.data"]["pcpuset"]
+    parsed = numa.host_topology_from_primitive(host_topology(cell))
+    assert parsed is not None and parsed.cells[0].pcpuset == {0, 1, 2, 3}
+
+
+def test_parse_cache_per_owner_follows_object_identity() -> None:
+    owner = object()
+    prim = smt_host()
+    first = numa.host_topology_of(owner, prim)
+    assert numa.host_topology_of(owner, prim) is first
+    # the host reported: a new object is parsed afresh
+    changed = copy.deepcopy(prim)
+    changed["nova_object.data"]["cells"][0]["nova_object.data"]["pinned_cpus"] = [2]
+    assert numa.host_topology_of(owner, changed).cells[0].pinned_cpus == {2}
+    assert numa.host_topology_of(object(), prim) == first
+    assert numa.host_topology_of(owner, None) is None
+
+
+def test_instance_topology_legacy_dedicated_cpuset_moves_to_pcpuset() -> None:
+    inst = instance_topology({"id": 0, "cpuset": [0, 1], "memory": 1024, "cpu_policy": "dedicated"})
+    parsed = numa.instance_topology_from_primitive(inst)
+    assert parsed is not None
+    assert parsed.cells[0].pcpuset == {0, 1} and parsed.cells[0].cpuset == frozenset()
+
+
+def test_parse_cpu_spec() -> None:
+    assert numa.parse_cpu_spec("0-3,^2,6") == {0, 1, 3, 6}
+    assert numa.parse_cpu_spec(" 4 ") == {4}
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.parse_cpu_spec("a-b")
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.parse_cpu_spec("3-1")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("small", numa.MEMPAGES_SMALL),
+        ("large", numa.MEMPAGES_LARGE),
+        ("any", numa.MEMPAGES_ANY),
+        ("2048", 2048),
+        ("2MB", 2048),
+        ("1GB", 1048576),
+        ("1GiB", 1048576),
+        ("4KB", 4),
+    ],
+)
+def test_parse_pagesize(value: str, expected: int) -> None:
+    assert numa.parse_pagesize(value) == expected
+
+
+def test_parse_pagesize_invalid() -> None:
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.parse_pagesize("huge")
+
+
+# -- instance topology from flavor and image ---------------------------------------------
+
+
+def test_no_numa_settings_no_topology() -> None:
+    assert numa.instance_topology_from_request(4, 4096, {"hw:cpu_policy": "shared"}, {}) is None
+    assert numa.instance_topology_from_request(4, 4096, {}, {}) is None
+
+
+def test_numa_nodes_split_evenly() -> None:
+    topo = numa.instance_topology_from_request(4, 4096, {"hw:numa_nodes": "2"}, {})
+    assert topo is not None
+    assert [(c.cpuset, c.memory) for c in topo.cells] == [({0, 1}, 2048), ({2, 3}, 2048)]
+    assert all(c.cpu_policy is None and c.pagesize is None for c in topo.cells)
+
+
+def test_numa_nodes_asymmetric_is_invalid() -> None:
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.instance_topology_from_request(3, 4096, {"hw:numa_nodes": "2"}, {})
+
+
+def test_explicit_numa_cpus_and_mem() -> None:
+    specs = {
+        "hw:numa_nodes": "2",
+        "hw:numa_cpus.0": "0",
+        "hw:numa_cpus.1": "1-3",
+        "hw:numa_mem.0": "1024",
+        "hw:numa_mem.1": "3072",
+    }
+    topo = numa.instance_topology_from_request(4, 4096, specs, {})
+    assert topo is not None
+    assert [(c.cpuset, c.memory) for c in topo.cells] == [({0}, 1024), ({1, 2, 3}, 3072)]
+
+
+def test_explicit_numa_cpus_must_cover_all_vcpus() -> None:
+    specs = {
+        "hw:numa_nodes": "2",
+        "hw:numa_cpus.0": "0",
+        "hw:numa_cpus.1": "1",
+        "hw:numa_mem.0": "1024",
+        "hw:numa_mem.1": "3072",
+    }
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.instance_topology_from_request(4, 4096, specs, {})
+
+
+def test_image_numa_lists() -> None:
+    props = {"hw_numa_nodes": 2, "hw_numa_cpus": [[0, 1, 2], [3]], "hw_numa_mem": [3072, 1024]}
+    topo = numa.instance_topology_from_request(4, 4096, {}, props)
+    assert topo is not None
+    assert [(c.cpuset, c.memory) for c in topo.cells] == [({0, 1, 2}, 3072), ({3}, 1024)]
+
+
+def test_dedicated_without_nodes_is_one_pinned_cell() -> None:
+    specs = {"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "require"}
+    topo = numa.instance_topology_from_request(4, 2048, specs, {})
+    assert topo is not None and len(topo.cells) == 1
+    cell = topo.cells[0]
+    assert cell.pcpuset == {0, 1, 2, 3} and cell.cpuset == frozenset()
+    assert cell.cpu_thread_policy == "require" and cell.memory == 2048
+
+
+def test_mixed_policy_with_dedicated_mask() -> None:
+    specs = {"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": "^0-1"}
+    topo = numa.instance_topology_from_request(4, 2048, specs, {})
+    assert topo is not None
+    assert topo.cells[0].cpuset == {0, 1} and topo.cells[0].pcpuset == {2, 3}
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.instance_topology_from_request(4, 2048, {"hw:cpu_policy": "mixed"}, {})
+
+
+def test_flavor_wins_over_image_and_image_alone_counts() -> None:
+    topo = numa.instance_topology_from_request(
+        2, 2048, {"hw:mem_page_size": "large"}, {"hw_mem_page_size": "small"}
+    )
+    assert topo is not None and topo.cells[0].pagesize == numa.MEMPAGES_LARGE
+    topo = numa.instance_topology_from_request(2, 2048, {}, {"hw_cpu_policy": "dedicated"})
+    assert topo is not None and topo.cells[0].pcpuset == {0, 1}
+
+
+def test_emulator_threads_isolate_only_for_pinned() -> None:
+    specs = {"hw:cpu_policy": "dedicated", "hw:emulator_threads_policy": "isolate"}
+    topo = numa.instance_topology_from_request(2, 2048, specs, {})
+    assert topo is not None and topo.emulator_threads_isolated
+
+
+def test_requires_smt_reads_flavor_and_image() -> None:
+    assert numa.requires_smt({"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "require"}, {})
+    assert numa.requires_smt({"hw:cpu_policy": "dedicated"}, {"hw_cpu_thread_policy": "require"})
+    assert not numa.requires_smt({"hw:cpu_thread_policy": "require"}, {})
+
+
+# -- fitting: shared CPUs, memory, allocation ratios --------------------------------------
+
+
+def test_small_shared_instance_fits_and_lands_on_one_cell() -> None:
+    result = fit(smt_host(), instance_topology(instance_cell(0, [0, 1], 2048)))
+    assert result
+    assert len(result.cells) == 1 and result.cells[0].host_cell_id in (0, 1)
+    assert result.cells[0].pinning == ()
+
+
+def test_node_larger_than_any_cell_never_overcommits_against_itself() -> None:
+    # 20 GiB in one node on 16 GiB cells, even with a generous RAM ratio
+    result = fit(smt_host(), instance_topology(instance_cell(0, [0], 20480)), ram_ratio=4.0)
+    assert not result and result.reason == numa.NODE_MEMORY_TOO_BIG
+
+
+def test_node_with_more_cpus_than_a_cell() -> None:
+    result = fit(smt_host(), instance_topology(instance_cell(0, list(range(6)), 1024)))
+    assert not result and result.reason == numa.NODE_CPUS_TOO_MANY
+
+
+def test_more_guest_nodes_than_host_cells() -> None:
+    inst = instance_topology(*(instance_cell(i, [i], 512) for i in range(3)))
+    result = fit(smt_host(), inst)
+    assert not result and result.reason == numa.TOO_MANY_NODES
+
+
+def test_two_nodes_need_two_distinct_cells() -> None:
+    host = host_topology(
+        host_cell(0, [0, 1], [], 4096),
+        host_cell(1, [2, 3], [], 4096, memory_usage=4000),
+    )
+    inst = instance_topology(instance_cell(0, [0], 1024), instance_cell(1, [1], 1024))
+    result = fit(host, inst)
+    assert not result and result.reason == numa.CELLS_TAKEN
+    # one node alone fits (on cell 0)
+    result = fit(host, instance_topology(instance_cell(0, [0], 1024)))
+    assert result and result.cells[0].host_cell_id == 0
+
+
+def test_two_nodes_on_two_cells() -> None:
+    inst = instance_topology(instance_cell(0, [0, 1], 2048), instance_cell(1, [2, 3], 2048))
+    result = fit(smt_host(), inst)
+    assert result
+    assert sorted(c.host_cell_id for c in result.cells) == [0, 1]
+
+
+def test_cpu_allocation_ratio_per_cell() -> None:
+    # 4 shared CPUs per cell, 15 in use: ratio 4.0 allows 16
+    host = host_topology(host_cell(0, [0, 1, 2, 3], [], 8192, cpu_usage=15))
+    inst = instance_topology(instance_cell(0, [0, 1], 1024))
+    result = fit(host, inst, cpu_ratio=4.0)
+    assert not result and result.reason == numa.NOT_ENOUGH_CELL_CPUS
+    assert fit(host, inst, cpu_ratio=16.0)
+    assert fit(host, instance_topology(instance_cell(0, [0], 1024)), cpu_ratio=4.0)
+
+
+def test_ram_allocation_ratio_per_cell() -> None:
+    host = host_topology(host_cell(0, [0, 1, 2, 3], [], 8192, memory_usage=7168))
+    inst = instance_topology(instance_cell(0, [0], 2048))
+    result = fit(host, inst, ram_ratio=1.0)
+    assert not result and result.reason == numa.NOT_ENOUGH_CELL_MEMORY
+    assert fit(host, inst, ram_ratio=1.5)
+    assert fit(host, instance_topology(instance_cell(0, [0], 1024)), ram_ratio=1.0)
+
+
+# -- fitting: pinned CPUs and thread policies ---------------------------------------------
+
+
+def test_dedicated_takes_free_pcpus_only() -> None:
+    inst = instance_topology(instance_cell(0, [0, 1, 2, 3], 2048, "dedicated"))
+    result = fit(smt_host(), inst)
+    assert result
+    cell = result.cells[0]
+    host_cpus = {p for _, p in cell.pinning}
+    assert len(host_cpus) == 4
+    expected = {2, 3, 6, 7} if cell.host_cell_id == 0 else {10, 11, 14, 15}
+    assert host_cpus == expected  # never the shared CPUs
+
+
+def test_dedicated_fails_when_pinned_cpus_are_taken() -> None:
+    inst = instance_topology(instance_cell(0, [0, 1, 2, 3], 2048, "dedicated"))
+    host = smt_host(pinned=([2, 6], [10]))
+    result = fit(host, inst)
+    assert not result and result.reason == "no NUMA cell with 4 free pinned CPUs"
+    # two pinned CPUs still fit (on either cell)
+    assert fit(host, instance_topology(instance_cell(0, [0, 1], 2048, "dedicated")))
+
+
+def test_pinned_cpus_are_not_overcommitted_by_the_cpu_ratio() -> None:
+    inst = instance_topology(instance_cell(0, list(range(5)), 2048, "dedicated"))
+    result = fit(smt_host(), inst, cpu_ratio=16.0)
+    assert not result and result.reason == numa.NODE_CPUS_TOO_MANY
+
+
+def test_pinned_memory_is_not_overcommitted() -> None:
+    host = host_topology(host_cell(0, [0, 1], [2, 3], 4096, memory_usage=3584))
+    inst = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated"))
+    result = fit(host, inst, ram_ratio=2.0)
+    assert not result and result.reason == numa.NOT_ENOUGH_CELL_MEMORY
+    # the same instance unpinned overcommits fine with ratio 2.0
+    assert fit(host, instance_topology(instance_cell(0, [0, 1], 1024)), ram_ratio=2.0)
+
+
+def test_prefer_packs_onto_sibling_threads() -> None:
+    inst = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated", "prefer"))
+    result = fit(smt_host(), inst)
+    assert result
+    host_cpus = sorted(p for _, p in result.cells[0].pinning)
+    # both threads of one core: (2, 6) on cell 0 or (10, 14) on cell 1
+    assert host_cpus in ([2, 6], [10, 14])
+
+
+def test_prefer_falls_back_to_lone_threads() -> None:
+    # every dedicated core of each cell has one thread pinned: no free sibling pair left
+    host = smt_host(pinned=([2, 3], [10, 11]))
+    inst = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated", "prefer"))
+    result = fit(host, inst)
+    assert result
+    assert sorted(p for _, p in result.cells[0].pinning) in ([6, 7], [14, 15])
+
+
+def test_require_needs_free_siblings() -> None:
+    inst = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated", "require"))
+    assert fit(smt_host(), inst)
+    host = smt_host(pinned=([2, 3], [10, 11]))
+    result = fit(host, inst)
+    assert not result and result.reason == numa.REQUIRE_NO_FREE_SIBLINGS
+
+
+def test_require_on_host_without_smt() -> None:
+    host = host_topology(host_cell(0, [0, 1], [2, 3, 4, 5], 8192))
+    inst = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated", "require"))
+    result = fit(host, inst)
+    assert not result and result.reason == numa.REQUIRE_NO_SMT
+    # prefer is fine there
+    inst["cells"][0]["cpu_thread_policy"] = "prefer"
+    assert fit(host, inst)
+
+
+def test_isolate_on_new_style_smt_host_is_refused() -> None:
+    inst = instance_topology(instance_cell(0, [0], 1024, "dedicated", "isolate"))
+    result = fit(smt_host(), inst)
+    assert not result and result.reason == numa.ISOLATE_HOST_SMT
+
+
+def test_isolate_on_legacy_smt_host_needs_whole_free_cores() -> None:
+    inst = instance_topology(instance_cell(0, [0, 1, 2, 3], 1024, "dedicated", "isolate"))
+    result = fit(smt_host(legacy=True), inst)
+    assert result
+    host_cpus = [p for _, p in result.cells[0].pinning]
+    assert len(host_cpus) == 4 and result.cells[0].isolate
+    # one thread per core: no two of them are siblings
+    assert len({cpu % 4 for cpu in host_cpus}) == 4
+    # a single pinned thread on every core of both cells leaves no whole core
+    busy = smt_host(pinned=([0, 1, 2, 3], [8, 9, 10, 11]), legacy=True)
+    result = fit(busy, instance_topology(instance_cell(0, [0], 1024, "dedicated", "isolate")))
+    assert not result and result.reason == numa.ISOLATE_NO_FREE_CORES
+
+
+def test_isolate_on_host_without_smt() -> None:
+    host = host_topology(host_cell(0, [0, 1], [2, 3, 4, 5], 8192))
+    inst = instance_topology(instance_cell(0, [0, 1, 2, 3], 1024, "dedicated", "isolate"))
+    assert fit(host, inst)
+
+
+def test_emulator_threads_isolate_needs_one_more_pinned_cpu_on_first_node() -> None:
+    host = host_topology(host_cell(0, [0, 1], [2, 3, 4, 5], 8192))
+    four = instance_topology(instance_cell(0, [0, 1, 2, 3], 1024, "dedicated"))
+    assert fit(host, four)
+    four["emulator_threads_policy"] = "isolate"
+    result = fit(host, four)
+    assert not result and result.reason == numa.NODE_CPUS_TOO_MANY
+    three = instance_topology(instance_cell(0, [0, 1, 2], 1024, "dedicated"), emulator="isolate")
+    result = fit(host, three)
+    assert result and len(result.cells[0].reserved) == 1
+    pinned = {p for _, p in result.cells[0].pinning}
+    assert not pinned & result.cells[0].reserved
+
+
+def test_mixed_checks_pinned_and_shared_parts() -> None:
+    topo = numa.instance_topology_from_request(
+        4, 2048, {"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": "2-3"}, {}
+    )
+    host = numa.host_topology_from_primitive(smt_host())
+    result = numa.fit_instance_to_host(host, topo, numa.Limits(4.0, 1.0))
+    assert result
+    cell = result.cells[0]
+    assert cell.shared_cpus == 2 and len(cell.pinning) == 2
+
+
+# -- fitting: page sizes --------------------------------------------------------------------
+
+
+def test_large_pages_need_enough_free_huge_pages() -> None:
+    inst = instance_topology(instance_cell(0, [0, 1], 2048, pagesize=numa.MEMPAGES_LARGE))
+    # 1024 x 2 MiB pages per cell, all but 512 used on both cells: 1 GiB free, 2 GiB asked
+    result = fit(smt_host(hugepages_2m=1024, hugepages_used=512), inst)
+    assert not result and result.reason == numa.NOT_ENOUGH_HUGEPAGES
+    result = fit(smt_host(hugepages_2m=1024, hugepages_used=0), inst)
+    assert result and result.cells[0].pagesize == 2048
+
+
+def test_reserved_huge_pages_are_not_free() -> None:
+    host = host_topology(
+        host_cell(0, [0, 1], [], 8192, mempages=[pages(4, 1048576), pages(2048, 1024, 0, 600)])
+    )
+    inst = instance_topology(instance_cell(0, [0], 1024, pagesize=2048))
+    result = fit(host, inst)
+    assert not result and result.reason == numa.NOT_ENOUGH_HUGEPAGES
+    inst["cells"][0]["memory"] = 512
+    assert fit(host, inst)
+
+
+def test_explicit_page_size_the_host_does_not_have() -> None:
+    inst = instance_topology(instance_cell(0, [0], 1024, pagesize=1048576))
+    result = fit(smt_host(hugepages_2m=1024), inst)
+    assert not result and result.reason == numa.PAGESIZE_MISSING
+
+
+def test_any_prefers_the_largest_free_pages() -> None:
+    inst = instance_topology(instance_cell(0, [0], 1024, pagesize=numa.MEMPAGES_ANY))
+    result = fit(smt_host(hugepages_2m=1024), inst)
+    assert result and result.cells[0].pagesize == 2048
+    # no free huge pages: falls back to small pages
+    result = fit(smt_host(hugepages_2m=1024, hugepages_used=1024), inst)
+    assert result and result.cells[0].pagesize == 4
+
+
+def test_small_pages_exclude_hugepage_memory() -> None:
+    # 16 GiB cells with 12 GiB of 2 MiB huge pages leave 4 GiB of small pages
+    host = smt_host(hugepages_2m=6144)
+    small = instance_topology(instance_cell(0, [0], 6144, pagesize=numa.MEMPAGES_SMALL))
+    result = fit(host, small)
+    assert not result and result.reason == numa.NOT_ENOUGH_SMALLPAGES
+    # no page size asked: same limit (ordinary guests cannot use huge pages)
+    plain = instance_topology(instance_cell(0, [0], 6144))
+    result = fit(host, plain)
+    assert not result and result.reason == numa.NODE_MEMORY_TOO_BIG
+    assert fit(host, instance_topology(instance_cell(0, [0], 4096)))
+
+
+def test_nearest_miss_is_the_reason() -> None:
+    # cell 0 is too small for the node; cell 1 is big enough but its pinned CPUs are taken
+    host = host_topology(
+        host_cell(0, [0], [1, 2], 1024),
+        host_cell(1, [3], [4, 5], 8192, pinned=[4, 5]),
+    )
+    inst = instance_topology(instance_cell(0, [0, 1], 2048, "dedicated"))
+    result = fit(host, inst)
+    assert not result and result.reason == "no NUMA cell with 2 free pinned CPUs"
+
+
+# -- fitting: PCI veto and cell preference --------------------------------------------------
+
+
+def test_pci_check_can_veto_an_assignment() -> None:
+    inst = instance_topology(instance_cell(0, [0], 1024))
+    seen: list[list[int]] = []
+
+    def only_cell_1(cells: Any) -> bool:
+        seen.append(list(cells))
+        return list(cells) == [1]
+
+    result = fit(smt_host(), inst, pci_check=only_cell_1)
+    assert result and result.cells[0].host_cell_id == 1
+    assert sorted(seen) == [[0], [1]] or seen == [[1]]
+    result = fit(smt_host(), inst, pci_check=lambda cells: False)
+    assert not result and result.reason == numa.PCI_NOT_LOCAL
+
+
+def test_cells_without_pci_devices_are_preferred() -> None:
+    inst = instance_topology(instance_cell(0, [0], 1024))
+    result = fit(smt_host(), inst, pci_numa_nodes={0})
+    assert result and result.cells[0].host_cell_id == 1
+    result = fit(smt_host(), inst, pci_numa_nodes={1})
+    assert result and result.cells[0].host_cell_id == 0
+
+
+def test_large_hosts_search_quickly() -> None:
+    # 8 guest nodes, 8 cells of which only 7 have room: the distinct-cell search must give up
+    # quickly (backtracking over 7 cells, not 7**8 combinations)
+    cells = [host_cell(i, [i], [], 4096, memory_usage=4096 if i == 7 else 0) for i in range(8)]
+    host = host_topology(*cells)
+    inst = instance_topology(*(instance_cell(i, [i], 2048) for i in range(8)))
+    result = fit(host, inst)
+    assert not result and result.reason == numa.CELLS_TAKEN
+    inst["cells"].pop()
+    result = fit(host, inst)
+    assert result and sorted(c.host_cell_id for c in result.cells) == list(range(7))
+
+
+# -- usage --------------------------------------------------------------------------------
+
+
+def test_usage_is_recorded_in_a_copy_of_the_same_shape() -> None:
+    raw = smt_host(hugepages_2m=1024)
+    before = copy.deepcopy(raw)
+    inst = instance_topology(
+        instance_cell(0, [0, 1], 1024, "dedicated", "prefer", pagesize=numa.MEMPAGES_LARGE)
+    )
+    result = fit(raw, inst)
+    assert result
+    used = numa.host_topology_with_usage(raw, result.cells)
+    assert raw == before  # not mutated
+    assert used["nova_object.name"] == "NUMATopology"
+    parsed = numa.host_topology_from_primitive(used)
+    cell_id = result.cells[0].host_cell_id
+    cell = parsed.cells[cell_id]
+    assert cell.pinned_cpus == {p for _, p in result.cells[0].pinning}
+    assert cell.memory_usage == 1024 and cell.cpu_usage == 0
+    assert cell.page(2048).used == 512
+    other = parsed.cells[1 - cell_id]
+    assert other.pinned_cpus == frozenset() and other.memory_usage == 0
+
+
+def test_usage_of_isolate_takes_whole_cores_and_shared_counts_cpus() -> None:
+    raw = smt_host(legacy=True)
+    inst = instance_topology(instance_cell(0, [0], 1024, "dedicated", "isolate"))
+    result = fit(raw, inst)
+    assert result
+    parsed = numa.host_topology_from_primitive(numa.host_topology_with_usage(raw, result.cells))
+    cell = parsed.cells[result.cells[0].host_cell_id]
+    assert len(cell.pinned_cpus) == 2  # the pinned thread and its sibling
+    shared = instance_topology(instance_cell(0, [0, 1, 2], 1024))
+    result = fit(raw, shared)
+    parsed = numa.host_topology_from_primitive(numa.host_topology_with_usage(raw, result.cells))
+    assert parsed.cells[result.cells[0].host_cell_id].cpu_usage == 3
+
+
+def test_filling_a_host_pinned_cpu_by_pinned_cpu() -> None:
+    """Consume until full: 2 cells x 4 dedicated CPUs hold four 2-CPU pinned guests."""
+    raw: Any = smt_host()
+    inst = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated", "require"))
+    placed = 0
+    while True:
+        result = fit(raw, inst)
+        if not result:
+            break
+        raw = numa.host_topology_with_usage(raw, result.cells)
+        placed += 1
+    assert placed == 4
+    assert result.reason == "no NUMA cell with 2 free pinned CPUs"
+
+
+def test_numa_topology_after_instance_for_multi_create() -> None:
+    from scheduler.objects import Flavor, RequestSpec
+
+    spec = RequestSpec(
+        flavor=Flavor(
+            memory_mb=1024,
+            vcpus=4,
+            extra_specs={"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "require"},
+        )
+    )
+    raw = smt_host()
+    after = numa.numa_topology_after_instance(raw, spec, 4.0, 1.0)
+    assert after is not raw
+    parsed = numa.host_topology_from_primitive(after)
+    assert sorted(len(c.pinned_cpus) for c in parsed.cells) == [0, 4]
+    again = numa.numa_topology_after_instance(after, spec, 4.0, 1.0)
+    assert all(len(c.pinned_cpus) == 4 for c in numa.host_topology_from_primitive(again).cells)
+    # full: nothing more is recorded
+    assert numa.numa_topology_after_instance(again, spec, 4.0, 1.0) is again
+    # no NUMA request: the host is left as it is
+    plain = RequestSpec(flavor=Flavor(memory_mb=1024, vcpus=4))
+    assert numa.numa_topology_after_instance(raw, plain, 4.0, 1.0) is raw
