@@ -23,6 +23,8 @@ import time
 import uuid as uuidlib
 from dataclasses import dataclass, field
 
+from oslo_utils import timeutils
+
 import db
 
 # nova's [DEFAULT] report_interval: each nova-compute writes its service row this often
@@ -57,10 +59,6 @@ _MULTIPLIER_AGGREGATES = (
 def _ts(value: datetime.datetime) -> str:
     # SQLAlchemy's SQLite DateTime storage format (always with microseconds)
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 def _cpu_info(arch: str, vcpus: int) -> str:
@@ -136,7 +134,7 @@ class BenchFleet:
         if count <= 0:
             return 0
         started = time.monotonic()
-        now = _ts(_utcnow())
+        now = _ts(timeutils.utcnow())
         picked = self._rng.sample(self.compute_uuids, min(count, len(self.compute_uuids)))
         rows = []
         for uuid in picked:
@@ -172,7 +170,7 @@ class BenchFleet:
         start = self._beat_cursor
         hosts = [self.up_hosts[(start + i) % len(self.up_hosts)] for i in range(count)]
         self._beat_cursor = (start + count) % len(self.up_hosts)
-        now = _ts(_utcnow())
+        now = _ts(timeutils.utcnow())
         conn = self._cell()
         conn.execute("BEGIN")
         conn.executemany(
@@ -198,7 +196,7 @@ def build(size: int, directory: str, *, seed: int = 0) -> BenchFleet:
     started = time.perf_counter()
     os.makedirs(directory, exist_ok=True)
     rng = random.Random(seed)
-    now = _utcnow()
+    now = timeutils.utcnow()
     api_path = os.path.join(directory, "api.db")
     cell_path = os.path.join(directory, "cell1.db")
     for path in (api_path, cell_path):

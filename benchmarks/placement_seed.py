@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from oslo_utils import timeutils
 
 import db
 import db.api
@@ -124,7 +125,7 @@ def seed_placement(
     if placement is not None and custom:
         placement.ensure_traits(custom)
     engine = _placement_engine(db_url)
-    now = db.api.utcnow()
+    now = timeutils.utcnow()
     try:
         with engine.begin() as conn:
             version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
@@ -400,7 +401,7 @@ def bench_fleet_spec(hosts: int, cell_uuid: str, seed: int = 4) -> fleet_mod.Fle
     down services, AZ and multiplier aggregates, SSD/arch traits, a few instances each.
     Run the scheduler with a ``service_down_time`` longer than ``FLEET_AGE``."""
     return fleet_mod.FleetSpec(
-        now=db.api.utcnow() - FLEET_AGE,
+        now=timeutils.utcnow() - FLEET_AGE,
         hosts=hosts,
         cells=[cell_uuid],
         seed=seed,

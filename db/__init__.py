@@ -18,9 +18,12 @@ from db.api import (
     touch_services,
 )
 from db.queries import (
+    ComputeNodeRow,
+    ServiceRow,
     get_aggregates,
     get_aggregates_by_metadata,
     get_cell_mappings,
+    get_compute_node_reports,
     get_compute_nodes,
     get_compute_nodes_by_host_or_node,
     get_compute_services,
@@ -33,7 +36,9 @@ from db.queries import (
 
 __all__ = [
     "CELL0_UUID",
+    "ComputeNodeRow",
     "DatabaseError",
+    "ServiceRow",
     "create_cell_mapping",
     "create_schema",
     "dispose_engines",
@@ -43,6 +48,7 @@ __all__ = [
     "get_aggregates",
     "get_aggregates_by_metadata",
     "get_cell_mappings",
+    "get_compute_node_reports",
     "get_compute_nodes",
     "get_compute_nodes_by_host_or_node",
     "get_compute_services",

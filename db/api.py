@@ -14,6 +14,7 @@ import uuid as uuidlib
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from oslo_utils import timeutils
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import StaticPool
 
@@ -31,11 +32,6 @@ _DB_NAME_RE = re.compile(r"^[A-Za-z0-9_]{1,63}$")
 
 class DatabaseError(Exception):
     """A database cannot be reached or a write was refused; the message says which."""
-
-
-def utcnow() -> datetime.datetime:
-    """Naive UTC now, as nova stores its timestamps."""
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 def normalize_url(url: str) -> str:
@@ -226,7 +222,7 @@ def create_cell_mapping(
             raise DatabaseError(
                 f"a cell named {clash.name!r} with uuid {clash.uuid} already exists"
             )
-        now = utcnow()
+        now = timeutils.utcnow()
         conn.execute(
             t.insert().values(
                 uuid=cell_uuid,
@@ -277,7 +273,7 @@ def map_hosts(api_engine: Engine, cell_uuid: str, hosts: list[str]) -> int:
             existing.update(
                 conn.execute(sa.select(hm.c.host).where(hm.c.host.in_(chunk))).scalars()
             )
-        now = utcnow()
+        now = timeutils.utcnow()
         rows = [
             {"cell_id": cell_id, "host": h, "created_at": now}
             for h in sorted(set(hosts) - existing)
@@ -303,7 +299,7 @@ def touch_services(
     how the synthetic fleet marks a host down) is left alone. Returns the rows touched.
     """
     t = models.services
-    now = now or utcnow()
+    now = now or timeutils.utcnow()
     cond = [t.c.binary == "nova-compute", t.c.deleted == 0]
     if only_reporting:
         cond.append(t.c.report_count > 0)

@@ -1,10 +1,15 @@
-"""Read functions for the scheduler's hot path: Core ``select()``s returning plain dicts.
+"""Read functions for the scheduler's hot path: Core ``select()``s.
+
+One read per thing, one row type per table: the cell-database reads return
+``ComputeNodeRow``s and ``ServiceRow``s (NamedTuples: as cheap as plain tuples, read by
+column name, ``row.free_ram_mb``; nobody unpacks them by position). The API-database reads
+(cell mappings, aggregates, server groups) are read once in a while and return dicts.
 
 Cell-database reads follow nova's soft delete (live rows have ``deleted == 0``). The
 ``updated_since`` forms serve the incremental host cache: they return the rows created,
-updated or deleted at or after the given time, soft-deleted ones flagged ``deleted=True``
-so the cache can drop them. ``>=`` rather than ``>`` because MySQL DATETIME keeps whole
-seconds: a row written in the same second as the previous read must not be lost.
+updated or deleted at or after the given time, soft-deleted ones included (``deleted`` is
+not 0) so the cache can drop them. ``>=`` rather than ``>`` because MySQL DATETIME keeps
+whole seconds: a row written in the same second as the previous read must not be lost.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import datetime
 import json
 import logging
 from collections import defaultdict
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -149,6 +155,77 @@ def get_instance_group(api_engine: Engine, uuid: str) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- cell database
 
 
+class ComputeNodeRow(NamedTuple):
+    """A ``compute_nodes`` row as the scheduler reads it: the columns HostState needs, by
+    nova's names. Read them by name (``row.free_ram_mb``); a NamedTuple costs what a plain
+    tuple costs, which matters at 100k hosts."""
+
+    uuid: str | None
+    host: str | None
+    hypervisor_hostname: str | None
+    memory_mb: int | None
+    free_ram_mb: int | None
+    free_disk_gb: int | None
+    disk_available_least: int | None
+    local_gb: int | None
+    local_gb_used: int | None
+    vcpus: int | None
+    vcpus_used: int | None
+    numa_topology: str | None
+    pci_stats: str | None
+    host_ip: Any
+    hypervisor_type: str | None
+    hypervisor_version: int | None
+    cpu_info: str | None
+    supported_instances: str | None
+    stats: str | None
+    metrics: str | None
+    cpu_allocation_ratio: float | None
+    ram_allocation_ratio: float | None
+    disk_allocation_ratio: float | None
+    updated_at: datetime.datetime | None
+    created_at: datetime.datetime | None
+    # as stored: 0 for a live row, the row's id once soft-deleted (nova's soft delete)
+    deleted: int
+
+
+class ServiceRow(NamedTuple):
+    """A ``services`` row: what ComputeFilter, ``minimum_compute_version`` and the service
+    dict of a HostState need, by nova's names."""
+
+    id: int
+    uuid: str | None
+    host: str | None
+    binary: str | None
+    topic: str | None
+    report_count: int
+    disabled: bool | None
+    disabled_reason: str | None
+    last_seen_up: datetime.datetime | None
+    forced_down: bool | None
+    version: int | None
+    created_at: datetime.datetime | None
+    updated_at: datetime.datetime | None
+    deleted_at: datetime.datetime | None
+    # as stored: 0 for a live row, the row's id once soft-deleted (nova's soft delete)
+    deleted: int
+
+
+_CN_COLS = [_CN.c[name] for name in ComputeNodeRow._fields]
+_SVC_COLS = [_SVC.c[name] for name in ServiceRow._fields]
+_CN_SELECT = sa.select(*_CN_COLS)
+# the per-request reads: prepared once (building a statement costs more than running it
+# when nothing changed)
+_CN_REPORTED = _CN_SELECT.where(_CN.c.updated_at >= sa.bindparam("since"))
+_CN_REPORTED_KEYS = sa.select(_CN.c.uuid, _CN.c.updated_at).where(
+    _CN.c.updated_at >= sa.bindparam("since")
+)
+_CN_BY_UUID = _CN_SELECT.where(_CN.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+# a result row as a ComputeNodeRow / ServiceRow without a length check (the select has the
+# fields' columns, in order)
+_new_tuple = tuple.__new__
+
+
 def _changed_since(table: sa.Table, since: datetime.datetime) -> sa.ColumnElement[bool]:
     since = _naive_utc(since)
     return sa.or_(
@@ -156,197 +233,86 @@ def _changed_since(table: sa.Table, since: datetime.datetime) -> sa.ColumnElemen
     )
 
 
+def _compute_node_rows(result: Iterable[Any]) -> list[ComputeNodeRow]:
+    return [_new_tuple(ComputeNodeRow, r) for r in result]
+
+
 def get_compute_nodes(
     cell_engine: Engine,
-    uuids: list[str] | None = None,
+    uuids: Iterable[str] | None = None,
     updated_since: datetime.datetime | None = None,
-) -> list[dict[str, Any]]:
-    """Compute-node rows as dicts with nova's column names plus ``deleted: bool``.
+    *,
+    reported_since: datetime.datetime | None = None,
+) -> list[ComputeNodeRow]:
+    """Compute-node rows.
 
-    Without ``updated_since``: the live rows (optionally only ``uuids``). With it: the rows
-    changed at or after that time, soft-deleted ones included and flagged.
+    No argument: the live rows (``uuids``: only those). ``updated_since``: the rows created,
+    updated or soft-deleted at or after that time, deleted ones included (``deleted != 0``).
+    ``reported_since`` (alone): only the rows whose ``updated_at`` is at or after that time
+    (an index range scan; creations and deletions are not seen, the caller reads them with
+    ``updated_since`` now and then).
     """
-    stmt = sa.select(_CN)
+    if reported_since is not None:
+        if uuids is not None or updated_since is not None:
+            raise TypeError("reported_since is read alone, without uuids or updated_since")
+        with cell_engine.connect() as conn:
+            return _compute_node_rows(
+                conn.execute(_CN_REPORTED, {"since": _naive_utc(reported_since)})
+            )
     if updated_since is None:
-        stmt = stmt.where(_CN.c.deleted == 0)
+        stmt = _CN_SELECT.where(_CN.c.deleted == 0)
     else:
-        stmt = stmt.where(_changed_since(_CN, updated_since))
-    return _rows_by_uuid_chunks(cell_engine, stmt, _CN.c.uuid, uuids)
+        stmt = _CN_SELECT.where(_changed_since(_CN, updated_since))
+    with cell_engine.connect() as conn:
+        if uuids is None:
+            return _compute_node_rows(conn.execute(stmt).fetchall())
+        out: list[ComputeNodeRow] = []
+        for chunk in chunked(list(uuids)):
+            out.extend(_compute_node_rows(conn.execute(stmt.where(_CN.c.uuid.in_(chunk)))))
+        return out
 
 
 def get_compute_nodes_by_host_or_node(
     cell_engine: Engine, host: str | None = None, node: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[ComputeNodeRow]:
     """Live compute nodes of ``host`` and/or with hypervisor_hostname ``node``."""
-    stmt = sa.select(_CN).where(_CN.c.deleted == 0)
+    stmt = _CN_SELECT.where(_CN.c.deleted == 0)
     if host is not None:
         stmt = stmt.where(_CN.c.host == host)
     if node is not None:
         stmt = stmt.where(_CN.c.hypervisor_hostname == node)
-    return _rows_by_uuid_chunks(cell_engine, stmt, _CN.c.uuid, None)
-
-
-def _rows_by_uuid_chunks(
-    engine: Engine, stmt: sa.Select, col: sa.Column, values: list[str] | None
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    with engine.connect() as conn:
-        if values is None:
-            result = conn.execute(stmt)
-            out = [dict(r._mapping) for r in result]
-        else:
-            for chunk in chunked(list(values)):
-                out.extend(dict(r._mapping) for r in conn.execute(stmt.where(col.in_(chunk))))
-    for row in out:
-        row["deleted"] = bool(row["deleted"])
-    return out
-
-
-def get_compute_services(
-    cell_engine: Engine, updated_since: datetime.datetime | None = None
-) -> list[dict[str, Any]]:
-    """``nova-compute`` service rows (disabled ones included) as dicts plus ``deleted: bool``.
-
-    Without ``updated_since``: the live rows. With it: the rows created, updated, heard from
-    or soft-deleted at or after that time, deleted ones included and flagged, so that a cache
-    can drop them.
-    """
-    stmt = sa.select(_SVC).where(_SVC.c.binary == "nova-compute")
-    if updated_since is None:
-        stmt = stmt.where(_SVC.c.deleted == 0)
-    else:
-        since = _naive_utc(updated_since)
-        stmt = stmt.where(
-            sa.or_(
-                _SVC.c.updated_at >= since,
-                _SVC.c.created_at >= since,
-                _SVC.c.last_seen_up >= since,
-                _SVC.c.deleted_at >= since,
-            )
-        )
     with cell_engine.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(stmt)]
-    for row in rows:
-        row["disabled"] = bool(row["disabled"])
-        row["forced_down"] = bool(row["forced_down"])
-        row["deleted"] = bool(row["deleted"])
-    return rows
-
-
-# The columns HostState reads, in the order ``get_compute_node_rows`` returns them: the host
-# cache unpacks plain tuples instead of building a dict per row.
-COMPUTE_NODE_COLUMNS = (
-    "uuid",
-    "host",
-    "hypervisor_hostname",
-    "memory_mb",
-    "free_ram_mb",
-    "free_disk_gb",
-    "disk_available_least",
-    "local_gb",
-    "local_gb_used",
-    "vcpus",
-    "vcpus_used",
-    "numa_topology",
-    "pci_stats",
-    "host_ip",
-    "hypervisor_type",
-    "hypervisor_version",
-    "cpu_info",
-    "supported_instances",
-    "stats",
-    "metrics",
-    "cpu_allocation_ratio",
-    "ram_allocation_ratio",
-    "disk_allocation_ratio",
-    "updated_at",
-    "created_at",
-    "deleted",
-)
-# What ComputeFilter, minimum_compute_version and the service dict of a HostState need.
-SERVICE_COLUMNS = (
-    "id",
-    "uuid",
-    "host",
-    "binary",
-    "topic",
-    "report_count",
-    "disabled",
-    "disabled_reason",
-    "last_seen_up",
-    "forced_down",
-    "version",
-    "created_at",
-    "updated_at",
-    "deleted_at",
-    "deleted",
-)
-_CN_COLS = [_CN.c[name] for name in COMPUTE_NODE_COLUMNS]
-_SVC_COLS = [_SVC.c[name] for name in SERVICE_COLUMNS]
-_CN_REPORTED = sa.select(*_CN_COLS).where(_CN.c.updated_at >= sa.bindparam("since"))
-_CN_REPORTED_KEYS = sa.select(_CN.c.uuid, _CN.c.updated_at).where(
-    _CN.c.updated_at >= sa.bindparam("since")
-)
-_CN_BY_UUID = sa.select(*_CN_COLS).where(_CN.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+        return _compute_node_rows(conn.execute(stmt))
 
 
 def get_compute_node_reports(
-    cell_engine: Engine, since: datetime.datetime, known: dict[str, tuple[Any, ...]]
-) -> list[tuple[Any, ...]]:
-    """The compute-node rows reported (``updated_at``) at or after ``since``, as tuples of
-    ``COMPUTE_NODE_COLUMNS``, leaving out those whose ``updated_at`` equals the one of the
-    row in ``known`` (by uuid): what the caller applied already. Two queries: the (uuid,
-    updated_at) of the reports, then the whole rows of the new ones only, so that re-reading
-    a window of reports costs little."""
-    updated_index = COMPUTE_NODE_COLUMNS.index("updated_at")
+    cell_engine: Engine, since: datetime.datetime, known: Mapping[str, ComputeNodeRow]
+) -> list[ComputeNodeRow]:
+    """The compute-node rows reported (``updated_at``) at or after ``since``, leaving out
+    those whose ``updated_at`` equals the one of the row in ``known`` (by uuid): what the
+    caller applied already. Two queries: the (uuid, updated_at) of the reports, then the
+    whole rows of the new ones only, so that re-reading a window of reports costs little."""
     with cell_engine.connect() as conn:
         keys = conn.execute(_CN_REPORTED_KEYS, {"since": _naive_utc(since)}).all()
         wanted = []
         for uuid, updated_at in keys:
             row = known.get(uuid)
-            if uuid and (row is None or row[updated_index] != updated_at):
+            if uuid and (row is None or row.updated_at != updated_at):
                 wanted.append(uuid)
-        rows: list[tuple[Any, ...]] = []
+        rows: list[ComputeNodeRow] = []
         for chunk in chunked(wanted):
-            rows.extend(tuple(r) for r in conn.execute(_CN_BY_UUID, {"uuids": chunk}))
+            rows.extend(_compute_node_rows(conn.execute(_CN_BY_UUID, {"uuids": chunk})))
         return rows
 
 
-def get_compute_node_rows(
-    cell_engine: Engine,
-    *,
-    updated_since: datetime.datetime | None = None,
-    reported_since: datetime.datetime | None = None,
-) -> list[tuple[Any, ...]]:
-    """Compute-node rows as tuples of ``COMPUTE_NODE_COLUMNS`` (``deleted`` as stored: 0 is live).
-
-    No argument: the live rows. ``updated_since``: the rows created, updated or soft-deleted at
-    or after that time, deleted ones included. ``reported_since``: only the rows whose
-    ``updated_at`` is at or after that time (an index range scan; creations and deletions are
-    not seen, the caller reads them with ``updated_since`` now and then).
-    """
-    if reported_since is not None:
-        # the per-request read: one prepared statement (building it costs more than running
-        # it when nothing changed)
-        with cell_engine.connect() as conn:
-            result = conn.execute(_CN_REPORTED, {"since": _naive_utc(reported_since)})
-            return [tuple(r) for r in result]
-    stmt = sa.select(*_CN_COLS)
-    if updated_since is not None:
-        stmt = stmt.where(_changed_since(_CN, updated_since))
-    else:
-        stmt = stmt.where(_CN.c.deleted == 0)
-    with cell_engine.connect() as conn:
-        return list(map(tuple, conn.execute(stmt).fetchall()))
-
-
-def get_compute_service_rows(
+def get_compute_services(
     cell_engine: Engine, updated_since: datetime.datetime | None = None
-) -> list[tuple[Any, ...]]:
-    """``nova-compute`` service rows as tuples of ``SERVICE_COLUMNS`` (``deleted`` as stored).
+) -> list[ServiceRow]:
+    """``nova-compute`` service rows, disabled ones included.
 
-    Without ``updated_since``: the live rows. With it: the rows created, updated, heard from or
-    soft-deleted at or after that time, deleted ones included.
+    Without ``updated_since``: the live rows. With it: the rows created, updated, heard from
+    or soft-deleted at or after that time, deleted ones included (``deleted != 0``), so that
+    a cache can drop them.
     """
     stmt = sa.select(*_SVC_COLS).where(_SVC.c.binary == "nova-compute")
     if updated_since is None:
@@ -362,7 +328,7 @@ def get_compute_service_rows(
             )
         )
     with cell_engine.connect() as conn:
-        return list(map(tuple, conn.execute(stmt).fetchall()))
+        return [_new_tuple(ServiceRow, r) for r in conn.execute(stmt).fetchall()]
 
 
 def get_instance_uuids_by_host(

@@ -3,10 +3,7 @@ aggregates."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from filters.core_filter import CoreFilter
-from scheduler.hosts.aggregates import aggregate_override
 
 
 class AggregateCoreFilter(CoreFilter):
@@ -15,9 +12,4 @@ class AggregateCoreFilter(CoreFilter):
     no aggregate sets one, or if any aggregate's value is not a number); hosts that report no
     vCPUs pass."""
 
-    RUN_ON_REBUILD = False
-    run_filter_once_per_request = False
-
-    def cpu_allocation_ratio(self, host_state: Any) -> float:
-        host_ratio = super().cpu_allocation_ratio(host_state)
-        return aggregate_override(host_state, "cpu_allocation_ratio", host_ratio, float)
+    aggregate_ratio = True

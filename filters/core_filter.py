@@ -2,7 +2,8 @@
 
 A filter of earlier nova releases (removed once Placement took over capacity); it still matters
 where Placement is not consulted. As nova's did, it lets through a host that reports no vCPUs at
-all (``vcpus_total`` 0: "CPU collection broken"), with a warning.
+all (``vcpus_total`` 0: "CPU collection broken"), with a warning; and a ratio that is not
+positive gives no limit and no check against the physical CPUs (only ``vcpus_used`` counts).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from filters import BaseHostFilter, Reject
-from filters.ram_filter import record_limit
+from filters import Reject
+from filters.capacity import CapacityFilter
 
 LOG = logging.getLogger(__name__)
 
@@ -22,17 +23,19 @@ NOT_ENOUGH = Reject("not enough free vCPUs")
 DEFAULT_CPU_RATIO = 4.0
 
 
-class CoreFilter(BaseHostFilter):
+class CoreFilter(CapacityFilter):
     """Passes hosts whose free vCPUs, with the host's ``cpu_allocation_ratio`` overcommit, hold
     the flavor's vCPUs (and whose physical CPUs alone could hold them); hosts that report no
     vCPUs pass."""
 
-    RUN_ON_REBUILD = False
-    # every instance of a multi-create consumes vCPUs: check each one
-    run_filter_once_per_request = False
+    flavor_attr = "vcpus"
+    ratio, default_ratio, limit_name = "cpu_allocation_ratio", DEFAULT_CPU_RATIO, "vcpu"
+    larger_than_host, not_enough, log = LARGER_THAN_HOST, NOT_ENOUGH, LOG
+    larger_debug = "%s does not have %s usable vCPUs before overcommit, it only has %s."
+    not_enough_debug = "%s does not have %s usable vCPUs, it only has %s usable vCPUs."
 
-    def cpu_allocation_ratio(self, host_state: Any) -> float:
-        return host_state.cpu_allocation_ratio or DEFAULT_CPU_RATIO
+    def used(self, host_state: Any, total: Any) -> Any:
+        return host_state.vcpus_used
 
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
         total = host_state.vcpus_total
@@ -41,31 +44,9 @@ class CoreFilter(BaseHostFilter):
             LOG.warning("%s: VCPUs not set; assuming CPU collection broken", host_state)
             return True
 
-        requested = spec_obj.flavor.vcpus
-        limit = total * self.cpu_allocation_ratio(host_state)
-        # a non-positive ratio gives no limit, and no check against the physical CPUs
+        requested = self.requested(spec_obj)
+        # nova computes the limit first: a non-positive one skips the physical check
+        limit = total * self.allocation_ratio(host_state)
         if limit > 0 and requested > total:
-            # an instance may overcommit against other instances, never against itself
-            if LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug(
-                    "%s does not have %s usable vCPUs before overcommit, it only has %s.",
-                    host_state,
-                    requested,
-                    total,
-                )
-            return LARGER_THAN_HOST
-
-        free = limit - host_state.vcpus_used
-        if free < requested:
-            if LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug(
-                    "%s does not have %s usable vCPUs, it only has %s usable vCPUs.",
-                    host_state,
-                    requested,
-                    free,
-                )
-            return NOT_ENOUGH
-
-        if limit > 0:
-            record_limit(spec_obj, host_state, "vcpu", limit)
-        return True
+            return self._larger_than_host(host_state, requested, total)
+        return self._within_limit(host_state, spec_obj, requested, total, limit, limit > 0)

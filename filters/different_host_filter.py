@@ -1,4 +1,9 @@
-"""DifferentHostFilter: keep away from the instances named in the ``different_host`` hint."""
+"""DifferentHostFilter: keep away from the instances named in the ``different_host`` hint.
+
+This module also holds what it shares with SameHostFilter: reading a ``same_host`` /
+``different_host`` hint (``hinted_uuids``) and judging a host by whether it runs one of the
+hinted instances (``InstanceHintFilter``).
+"""
 
 from __future__ import annotations
 
@@ -23,34 +28,43 @@ def hinted_uuids(spec_obj: Any, hint: str) -> set[str]:
     return {str(uuid) for uuid in value}
 
 
-class DifferentHostFilter(BaseHostFilter):
-    """Passes hosts that run none of the instances listed in the ``different_host``
-    scheduler hint (every host when there is no hint)."""
+class InstanceHintFilter(BaseHostFilter):
+    """Passes hosts that run (``runs_hinted`` True) or do not run (False) one of the instances
+    listed in the ``hint`` scheduler hint (every host when there is no hint)."""
 
     RUN_ON_REBUILD = False
     # instances placed by this request are not among the hinted ones
     run_filter_once_per_request = True
 
+    hint = ""
+    runs_hinted = True  # what a passing host does: run a hinted instance, or not
+    reject = Reject("rejected")
+    debug_text = "%s fails the hint"  # logged on ``log`` with the host
+    log = LOG
+
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        uuids = hinted_uuids(spec_obj, "different_host")
-        if not uuids or uuids.isdisjoint(host_state.instances or ()):
-            return True
-        return self._reject(host_state)
+        uuids = hinted_uuids(spec_obj, self.hint)
+        return self._check(host_state, uuids) if uuids else True
 
     def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        uuids = hinted_uuids(spec_obj, "different_host")
+        uuids = hinted_uuids(spec_obj, self.hint)
         if not uuids:
             return FilterOutcome(passed=list(host_states))
-        outcome = FilterOutcome()
-        for host in host_states:
-            if uuids.isdisjoint(host.instances or ()):
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, self._reject(host).reason))
-        return outcome
+        check = self._check
+        return FilterOutcome.partition(host_states, lambda host: check(host, uuids))
 
-    @staticmethod
-    def _reject(host_state: Any) -> Reject:
-        if LOG.isEnabledFor(logging.DEBUG):
-            LOG.debug("%s runs an instance named in the different_host hint", host_state)
-        return HOSTS_LISTED_INSTANCE
+    def _check(self, host_state: Any, uuids: set[str]) -> bool | Reject:
+        runs_hinted = not uuids.isdisjoint(host_state.instances or ())
+        if runs_hinted == self.runs_hinted:
+            return True
+        if self.log.isEnabledFor(logging.DEBUG):
+            self.log.debug(self.debug_text, host_state)
+        return self.reject
+
+
+class DifferentHostFilter(InstanceHintFilter):
+    """Passes hosts that run none of the instances listed in the ``different_host``
+    scheduler hint (every host when there is no hint)."""
+
+    hint, runs_hinted, reject = "different_host", False, HOSTS_LISTED_INSTANCE
+    debug_text = "%s runs an instance named in the different_host hint"

@@ -47,8 +47,9 @@ LOG = logging.getLogger(__name__)
 _sleep = time.sleep
 
 # The microversions nova uses for each call (nova/scheduler/client/report.py).
-MV_CANDIDATES = "1.36"  # same_subtree; also the version allocation requests are claimed at
-MV_CLAIM = "1.36"
+MV_CANDIDATES = "1.36"  # same_subtree
+# allocation requests are claimed at the version they were returned at; a Selection names it
+MV_CLAIM = MV_CANDIDATES
 MV_CONSUMER = "1.28"  # consumer generations
 MV_PROVIDER_CREATE = "1.20"  # POST returns the provider body
 MV_PROVIDER_GET = "1.14"

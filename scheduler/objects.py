@@ -11,6 +11,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data: mappings with string keys, lists for tuples, sorted
+    lists for sets, and the text of anything JSON has no type for."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(jsonable(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
 @dataclass(slots=True)
 class Flavor:
     memory_mb: int
@@ -161,26 +175,6 @@ class RequestSpec:
     pci_requests: list[dict[str, Any]] = field(default_factory=list)
     requested_networks: list[dict[str, Any]] = field(default_factory=list)
     id: int | None = None
-    # Per-request scratch state, never sent on the wire. HostStates are shared by concurrent
-    # requests, so what nova keeps on them per request lives here: the allocation requests
-    # by provider uuid (nova's HostState.allocation_candidates; NUMA/PCI filters drop the
-    # ones that do not fit) and the limits filters set per (host, node).
-    allocation_candidates: dict[str, list[dict[str, Any]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    host_limits: dict[tuple[str, str], dict[str, Any]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-
-    def candidates_for(self, host_state: Any) -> list[dict[str, Any]]:
-        """This request's remaining allocation requests for a host (empty if none)."""
-        uuid = getattr(host_state, "uuid", None)
-        return self.allocation_candidates.get(uuid, []) if uuid else []
-
-    def set_host_limit(self, host_state: Any, name: str, value: Any) -> None:
-        """Record a limit for this request on a host (nova's host_state.limits[name])."""
-        key = (host_state.host, host_state.nodename)
-        self.host_limits.setdefault(key, {})[name] = value
 
     # -- convenience properties, as nova's RequestSpec has them -----------------------------
     @property

@@ -19,7 +19,6 @@ error is one line on stderr and a non-zero exit status (``--debug`` adds the tra
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import logging
 import sys
@@ -29,12 +28,14 @@ from typing import Any, NoReturn
 
 import sqlalchemy as sa
 from oslo_config import cfg
+from oslo_utils import timeutils
 from sqlalchemy.engine import make_url
 
 import db
 from scheduler.cmd import hide_eventlet_deprecation
 from scheduler.conf import CONF
 from scheduler.demo import fleet as fleet_mod
+from scheduler.hosts.table import service_is_up
 
 LOG = logging.getLogger(__name__)
 PROG = "novasched-manage"
@@ -274,15 +275,6 @@ def cmd_fleet_heartbeat(args: argparse.Namespace) -> int:
     return 0
 
 
-def _service_is_up(svc: dict[str, Any] | None, now: datetime.datetime) -> bool:
-    if not svc or svc.get("forced_down"):
-        return False
-    last = svc.get("last_seen_up") or svc.get("updated_at") or svc.get("created_at")
-    if last is None:
-        return False
-    return abs((now - last).total_seconds()) <= CONF.service_down_time
-
-
 def cmd_host_list(args: argparse.Namespace) -> int:
     api = _api_engine()
     cells = _resolve_cells(api, [args.cell] if args.cell else None)
@@ -292,25 +284,25 @@ def cmd_host_list(args: argparse.Namespace) -> int:
         if az:
             for h in agg["hosts"]:
                 az_of.setdefault(h, az)
-    now = db.api.utcnow()
+    now = timeutils.utcnow()
     rows = []
     for c in cells:
         engine = db.get_engine(c["database_connection"])
-        services = {s["host"]: s for s in db.get_compute_services(engine)}
-        for cn in sorted(db.get_compute_nodes(engine), key=lambda r: r["host"] or ""):
-            svc = services.get(cn["host"])
+        services = {s.host: s._asdict() for s in db.get_compute_services(engine)}
+        for cn in sorted(db.get_compute_nodes(engine), key=lambda r: r.host or ""):
+            svc = services.get(cn.host)
             status = "-" if svc is None else ("disabled" if svc["disabled"] else "enabled")
             rows.append(
                 [
-                    cn["host"],
-                    cn["hypervisor_hostname"],
+                    cn.host,
+                    cn.hypervisor_hostname,
                     c["name"],
-                    f"{cn['vcpus_used']}/{cn['vcpus']}",
-                    cn["free_ram_mb"],
-                    cn["free_disk_gb"],
-                    "up" if _service_is_up(svc, now) else "down",
+                    f"{cn.vcpus_used}/{cn.vcpus}",
+                    cn.free_ram_mb,
+                    cn.free_disk_gb,
+                    "up" if svc and service_is_up(svc, now, CONF.service_down_time) else "down",
                     status,
-                    az_of.get(cn["host"], CONF.default_availability_zone),
+                    az_of.get(cn.host, CONF.default_availability_zone),
                 ]
             )
     headers = ["host", "node", "cell", "vcpus used/total", "free ram MB", "free disk GB"]
@@ -328,8 +320,8 @@ class _NoPlacement:
 
 
 def _explain_spec(args: argparse.Namespace) -> Any:
+    from scheduler import explain
     from scheduler.exceptions import InvalidRequest
-    from scheduler.explain import dry_run as explain
     from scheduler.objects import RequestSpec
 
     if args.request is None and args.flavor is None:
@@ -364,9 +356,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """A dry run of the scheduler for one request: nothing is claimed or consumed."""
     import types
 
+    from scheduler import explain
     from scheduler.drivers.filter_scheduler import FilterScheduler
     from scheduler.exceptions import ConfigurationError, InvalidRequest
-    from scheduler.explain import dry_run as explain
     from scheduler.hosts.manager import HostManager
 
     spec = _explain_spec(args)

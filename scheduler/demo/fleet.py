@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import sqlalchemy as sa
+from oslo_utils import timeutils
 from sqlalchemy.engine import Engine
 
 import db
@@ -156,15 +157,11 @@ def _uuid(rng: random.Random) -> str:
     return str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
 
 
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-
-
 def build_fleet(spec: FleetSpec) -> Fleet:
     """Make the fleet ``spec`` describes; the same spec (seed and now) gives the same fleet."""
     spec.validate()
     rng = random.Random(spec.seed)
-    now = spec.now or _utcnow()
+    now = spec.now or timeutils.utcnow()
     width = max(4, len(str(spec.hosts)))
     hosts = [f"{spec.host_prefix}-{i:0{width}d}" for i in range(1, spec.hosts + 1)]
     host_cells = {h: spec.cells[i % len(spec.cells)] for i, h in enumerate(hosts)}
@@ -488,7 +485,7 @@ def _check_no_existing_hosts(fleet: Fleet, cell_engines: dict[str, Engine]) -> N
 def _write_aggregates(api_engine: Engine, aggs: list[FleetAggregate]) -> dict[str, str]:
     a, ah, am = models.aggregates, models.aggregate_hosts, models.aggregate_metadata
     uuid_map: dict[str, str] = {}
-    now = db.api.utcnow()
+    now = timeutils.utcnow()
     with api_engine.begin() as conn:
         for agg in aggs:
             row = conn.execute(sa.select(a.c.id, a.c.uuid).where(a.c.name == agg.name)).first()

@@ -252,7 +252,7 @@ def _scenarios(client, ctx_cls, fleet, args) -> list[Outcome]:
     )
 
     print("\n== explain: a dry run asked of the running scheduler over RPC ==")
-    from scheduler.explain.dry_run import render_text
+    from scheduler.explain import render_text
 
     ctx = ctx_cls(
         user_id="75736572-0000-4000-8000-000000000001",

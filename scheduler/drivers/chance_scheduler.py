@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import logging
 import random
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from filters.compute_filter import ComputeFilter
-from filters.handler import FilterHandler, FilterReport
+from filters.handler import FilterHandler
 from scheduler.conf import CONF
-from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.drivers.filter_scheduler import FilterScheduler, InstanceStep
 from scheduler.hosts.state import HostState
+from scheduler.request import SchedulingRequest
 from weighers.handler import WeightHandler
-
-if TYPE_CHECKING:
-    from scheduler.drivers.filter_scheduler import _Request
 
 LOG = logging.getLogger(__name__)
 
@@ -52,21 +49,27 @@ class ChanceScheduler(FilterScheduler):
             "candidates ([filter_scheduler] enabled_filters and weight_classes are not used)"
         )
 
+    def select_hosts(
+        self,
+        req: SchedulingRequest,
+        hosts: list[HostState],
+        index: int,
+        *,
+        explain: bool = False,
+    ) -> InstanceStep:
+        """The up and enabled hosts in random order (all weighing 0): the driver claims the
+        first one that Placement accepts, and the others are its alternates."""
+        step = super().select_hosts(req, hosts, index, explain=explain)
+        order = list(range(len(step.report.hosts)))
+        self._random.shuffle(order)
+        step.hosts = [step.report.hosts[i] for i in order]
+        step.weights = [0.0] * len(order)
+        if step.weighed is not None:
+            step.weighed = [step.weighed[i] for i in order]
+        return step
+
     def _get_sorted_hosts(
-        self, req: _Request, hosts: list[HostState], index: int
+        self, req: SchedulingRequest, hosts: list[HostState], index: int
     ) -> list[HostState]:
-        """The up and enabled hosts in random order: the driver claims the first one that
-        Placement accepts, and the others are its alternates."""
-        started = time.perf_counter()
-        if index == 0:
-            req.total_hosts = len(hosts)
-        narrowed, forced = self._narrow(req, hosts)
-        if forced:
-            report = FilterReport(hosts=list(narrowed))
-        else:
-            report = self.filter_handler.run(narrowed, req.spec, index, request_id=req.request_id)
-        req.last_report = report
-        ordered = list(report.hosts)
-        self._random.shuffle(ordered)
-        req.timings["filter"] = req.timings.get("filter", 0.0) + (time.perf_counter() - started)
-        return ordered
+        # the order is the random one: no subset pick, no tie shuffling
+        return self.select_hosts(req, hosts, index).hosts

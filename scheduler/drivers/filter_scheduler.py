@@ -3,6 +3,12 @@
 Input is a decoded RequestSpec; output is, per instance, the chosen Selection followed by its
 alternates (same cell, each with its own allocation request). Every NoValidHost says why:
 which Placement query returned nothing, or how many hosts each filter removed and for what.
+
+The steps are public, so that explain runs exactly what ``select_destinations`` runs:
+``new_request`` (the request's own state, ``scheduler.request.SchedulingRequest``),
+``placement_hosts`` or ``all_hosts`` (the hosts to start from), and per instance
+``select_hosts`` (narrow → filter → weigh), then ``consume``. Claiming, the pick among the
+best hosts and the rollback are the driver's alone.
 """
 
 from __future__ import annotations
@@ -11,11 +17,12 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from filters.handler import FilterHandler, FilterReport, load_filters
 from placement_client import (
+    MV_CLAIM,
     AllocationCandidates,
     ClaimConflict,
     ConsumerGenerationConflict,
@@ -29,41 +36,26 @@ from scheduler.exceptions import (
     PluginNotFound,
     RequestFilterFailed,
 )
-from scheduler.explain import dry_run as explain
+from scheduler.explain.hint import placement_hint
 from scheduler.hosts.state import HostState
 from scheduler.objects import RequestSpec, SchedulerLimits, Selection
-from scheduler.placement import prefilters as request_filter
-from scheduler.placement import query as resource_request
-from weighers.handler import WeightHandler, load_weighers
+from scheduler.placement import prefilters, query
+from scheduler.request import SchedulingRequest
+from weighers.handler import WeighedHost, WeightHandler, load_weighers
 
 LOG = logging.getLogger(__name__)
 
-ALLOCATION_REQUEST_VERSION = "1.36"
-
 
 @dataclass(slots=True)
-class _Request:
-    """Per-request state that must not live on the shared HostStates."""
+class InstanceStep:
+    """What one instance's narrow → filter → weigh step found (``select_hosts``)."""
 
-    spec: RequestSpec
-    request_id: str | None
-    project_id: str | None
-    user_id: str | None
-    query_text: str = ""
-    claimed: list[str] = field(default_factory=list)  # instance uuids with a claim
-    last_report: FilterReport | None = None
-    total_hosts: int = 0
-    placement_errors: list[str] = field(default_factory=list)
-    claim_failures: int = 0
-    # hosts the last narrowing took out before the filters (destination, ignore/force)
-    narrowed: list[tuple[int, str]] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    # what explain reports: prefilters that changed the request, Placement's answer size and,
-    # when it was empty, which single query term emptied it
-    prefilters: list[str] = field(default_factory=list)
-    candidate_count: int | None = None
-    provider_count: int | None = None
-    placement_hint: str = ""
+    narrowed: list[tuple[int, str]]  # hosts the narrowing took out: (count, why)
+    forced: bool  # forced hosts/nodes: the filters were skipped
+    report: FilterReport
+    hosts: list[HostState]  # the filtered hosts, best weight first
+    weights: list[float]
+    weighed: list[WeighedHost] | None = None  # with each weigher's share (explain only)
 
 
 class FilterScheduler:
@@ -93,7 +85,7 @@ class FilterScheduler:
             host_manager = HostManager(conf)
         self.placement = placement
         self.host_manager = host_manager
-        request_filter.warn_unimplemented_toggles(conf)
+        prefilters.warn_unimplemented_toggles(conf)
         if self._needs_instance_details() and hasattr(host_manager, "instance_details"):
             host_manager.instance_details = True
         LOG.info(
@@ -150,24 +142,14 @@ class FilterScheduler:
         instance_uuids: list[str] | None,
         return_alternates: bool = False,
     ) -> list[list[Selection]]:
-        req = _Request(
-            spec=spec_obj,
-            request_id=getattr(context, "request_id", None),
-            project_id=spec_obj.project_id or getattr(context, "project_id", None),
-            user_id=spec_obj.user_id or getattr(context, "user_id", None),
-        )
+        req = self.new_request(context, spec_obj)
         start = time.perf_counter()
         try:
-            if spec_obj.is_rebuild:
+            if req.is_rebuild:
                 # nova: no prefilters, no Placement, every host of the cells, no claim
-                t0 = time.perf_counter()
-                hosts = self.host_manager.get_host_states_by_uuids(
-                    None, spec_obj, request_id=req.request_id
-                )
-                req.timings["host_states"] = time.perf_counter() - t0
+                hosts = self.all_hosts(req)
                 return self._legacy_find_hosts(req, hosts, instance_uuids, return_alternates)
-            self._run_prefilters(req)
-            hosts = self._hosts_from_placement(req)
+            hosts = self.placement_hosts(req)
             if instance_uuids is None:
                 return self._legacy_find_hosts(req, hosts, None, return_alternates)
             return self._schedule(req, hosts, instance_uuids, return_alternates)
@@ -183,26 +165,87 @@ class FilterScheduler:
             if observer is not None:
                 observer(dict(req.timings, total=total))
 
-    # -- steps ------------------------------------------------------------------------------
-    def _run_prefilters(self, req: _Request) -> None:
+    # -- the steps (public: explain runs them too) -------------------------------------------
+    def new_request(self, context: Any, spec: RequestSpec) -> SchedulingRequest:
+        """The request's own state for ``spec``; the spec itself is never changed."""
+        return SchedulingRequest.of(
+            spec,
+            request_id=getattr(context, "request_id", None),
+            project_id=getattr(context, "project_id", None),
+            user_id=getattr(context, "user_id", None),
+        )
+
+    def all_hosts(self, req: SchedulingRequest) -> list[HostState]:
+        """Every host of the request's cells, without asking Placement (rebuild checks)."""
+        with req.timed("host_states"):
+            return self.host_manager.get_host_states_by_uuids(None, req, request_id=req.request_id)
+
+    def placement_hosts(self, req: SchedulingRequest) -> list[HostState]:
+        """The prefilters, the Placement query and the HostStates of its candidates; the
+        allocation requests by provider go to ``req.allocation_candidates``. Raises
+        NoValidHost (a prefilter refused, Placement failed or found nothing)."""
+        self._run_prefilters(req)
+        return self._hosts_from_placement(req)
+
+    def select_hosts(
+        self,
+        req: SchedulingRequest,
+        hosts: list[HostState],
+        index: int,
+        *,
+        explain: bool = False,
+    ) -> InstanceStep:
+        """Instance ``index``'s step: narrow (destination, ignore/force hosts), filter,
+        weigh. ``explain`` keeps each weigher's share of every weight."""
+        if index == 0:
+            req.total_hosts = len(hosts)
+        with req.timed("filter"):
+            narrowed, forced = self._narrow(req, hosts)
+            if forced:
+                report = FilterReport(hosts=list(narrowed))
+            else:
+                report = self.filter_handler.run(narrowed, req, index, request_id=req.request_id)
+            req.last_report = report
+        step = InstanceStep(list(req.narrowed), forced, report, [], [])
+        if not report.hosts:
+            return step
+        with req.timed("weigh"):
+            if explain:
+                step.weighed = self.weight_handler.weigh(report.hosts, req, explain=True)
+                step.hosts = [w.obj for w in step.weighed]
+                step.weights = [w.weight for w in step.weighed]
+            else:
+                step.hosts, step.weights = self.weight_handler.rank(report.hosts, req)
+        return step
+
+    def consume(self, req: SchedulingRequest, host: HostState, instance_uuid: str | None) -> None:
+        """Count the instance on the host, and on the request's server group."""
+        host.consume_from_request(req)
+        group = req.instance_group
+        if group is not None:
+            group.hosts.append(host.host)
+            if instance_uuid:
+                # copy-on-write: the instance tracker's snapshots are shared and read-only
+                host.instances = {**(host.instances or {}), instance_uuid: None}
+
+    def _run_prefilters(self, req: SchedulingRequest) -> None:
         try:
-            applied = request_filter.process_reqspec(req.spec, self.host_manager, self.conf)
+            applied = prefilters.process_reqspec(req, self.host_manager, self.conf)
         except RequestFilterFailed as exc:
             raise NoValidHost(str(exc)) from exc
         req.prefilters = applied
         if applied and LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("Request filters applied: %s", ", ".join(applied))
 
-    def _forced_in_tree(self, req: _Request) -> tuple[str | None, bool]:
+    def _forced_in_tree(self, req: SchedulingRequest) -> tuple[str | None, bool]:
         """For a forced or requested host/node, nova's look-up: the single node's uuid as
         ``in_tree``, or no tree and no limit when the host has several nodes."""
-        spec = req.spec
-        dest = spec.requested_destination
-        host = (dest.host if dest else None) or (spec.force_hosts or [None])[0]
-        node = (dest.node if dest else None) or (spec.force_nodes or [None])[0]
+        dest = req.requested_destination
+        host = (dest.host if dest else None) or (req.force_hosts or [None])[0]
+        node = (dest.node if dest else None) or (req.force_nodes or [None])[0]
         if not host and not node:
             return None, False
-        nodes = self.host_manager.compute_nodes_by_host_or_node(host, node, spec)
+        nodes = self.host_manager.compute_nodes_by_host_or_node(host, node, req)
         if not nodes:
             raise NoValidHost(f"No such host - host: {host} node: {node}")
         if len(nodes) == 1:
@@ -214,24 +257,22 @@ class FilterScheduler:
             return nodes[0].uuid, False
         return None, True
 
-    def _hosts_from_placement(self, req: _Request) -> list[HostState]:
-        spec = req.spec
+    def _hosts_from_placement(self, req: SchedulingRequest) -> list[HostState]:
         in_tree, unlimited = self._forced_in_tree(req)
-        queries = resource_request.build_queries(
-            spec, conf=self.conf, in_tree=in_tree, unlimited=unlimited
-        )
-        t0 = time.perf_counter()
+        queries = query.build_queries(req, conf=self.conf, in_tree=in_tree, unlimited=unlimited)
         results: list[AllocationCandidates] = []
-        for query in queries:
-            try:
-                results.append(
-                    self.placement.get_allocation_candidates(query, request_id=req.request_id)
-                )
-            except PlacementError as exc:
-                LOG.error("Failed to get allocation candidates from Placement: %s", exc)
-                raise NoValidHost(f"Placement could not be asked for candidates: {exc}") from exc
-        candidates = results[0] if len(results) == 1 else resource_request.merge_candidates(results)
-        req.timings["placement"] = time.perf_counter() - t0
+        with req.timed("placement"):
+            for q in queries:
+                try:
+                    results.append(
+                        self.placement.get_allocation_candidates(q, request_id=req.request_id)
+                    )
+                except PlacementError as exc:
+                    LOG.error("Failed to get allocation candidates from Placement: %s", exc)
+                    raise NoValidHost(
+                        f"Placement could not be asked for candidates: {exc}"
+                    ) from exc
+        candidates = results[0] if len(results) == 1 else query.merge_candidates(results)
         req.query_text = " | ".join(q.describe() for q in queries)
         req.candidate_count = len(candidates.allocation_requests)
         req.provider_count = len(candidates.provider_summaries)
@@ -241,11 +282,10 @@ class FilterScheduler:
             )
             reason = f"Placement returned no allocation candidates for {req.query_text}"
             # which single term emptied it: a few more queries, only now, never an error
-            t0 = time.perf_counter()
-            req.placement_hint = explain.placement_hint(
-                self.placement, queries[0], request_id=req.request_id
-            )
-            req.timings["placement_bisection"] = time.perf_counter() - t0
+            with req.timed("placement_bisection"):
+                req.placement_hint = placement_hint(
+                    self.placement, queries[0], request_id=req.request_id
+                )
             if req.placement_hint:
                 reason += "; " + req.placement_hint
             raise NoValidHost(reason)
@@ -264,12 +304,11 @@ class FilterScheduler:
                 continue
             for rp_uuid in allocations:
                 by_rp.setdefault(rp_uuid, []).append(areq)
-        req.spec.allocation_candidates = by_rp
-        t0 = time.perf_counter()
-        hosts = self.host_manager.get_host_states_by_uuids(
-            candidates.provider_summaries.keys(), spec, request_id=req.request_id
-        )
-        req.timings["host_states"] = time.perf_counter() - t0
+        req.allocation_candidates = by_rp
+        with req.timed("host_states"):
+            hosts = self.host_manager.get_host_states_by_uuids(
+                candidates.provider_summaries.keys(), req, request_id=req.request_id
+            )
         if not hosts:
             raise NoValidHost(
                 f"Placement returned {len(candidates.provider_summaries)} candidate "
@@ -278,11 +317,12 @@ class FilterScheduler:
             )
         return hosts
 
-    def _narrow(self, req: _Request, hosts: list[HostState]) -> tuple[list[HostState], bool]:
+    def _narrow(
+        self, req: SchedulingRequest, hosts: list[HostState]
+    ) -> tuple[list[HostState], bool]:
         """nova's pre-filter narrowing (``get_filtered_hosts``): requested destination,
         ignore_hosts, force_hosts and force_nodes. Returns the hosts and whether the filters
         must be skipped (forced). What each step took out is kept in ``req.narrowed``."""
-        spec = req.spec
         narrowed: list[tuple[int, str]] = []
 
         def keep(selected: list[HostState], why: str) -> list[HostState]:
@@ -290,7 +330,7 @@ class FilterScheduler:
                 narrowed.append((len(hosts) - len(selected), why))
             return selected
 
-        dest = spec.requested_destination
+        dest = req.requested_destination
         if dest is not None and dest.host:
             hosts = keep(
                 [
@@ -300,47 +340,33 @@ class FilterScheduler:
                 ],
                 "not the requested destination",
             )
-        if spec.ignore_hosts:
-            ignored = {h.lower() for h in spec.ignore_hosts}
+        if req.ignore_hosts:
+            ignored = {h.lower() for h in req.ignore_hosts}
             hosts = keep([h for h in hosts if h.host.lower() not in ignored], "in ignore_hosts")
         forced = False
-        if spec.force_hosts:
-            wanted = {h.lower() for h in spec.force_hosts}
+        if req.force_hosts:
+            wanted = {h.lower() for h in req.force_hosts}
             hosts = keep([h for h in hosts if h.host.lower() in wanted], "not in force_hosts")
             forced = True
-        if spec.force_nodes:
+        if req.force_nodes:
             # nova compares forced node names as given (host names case-insensitively)
-            wanted = set(spec.force_nodes)
+            wanted = set(req.force_nodes)
             hosts = keep([h for h in hosts if h.nodename in wanted], "not in force_nodes")
             forced = True
-        if forced and spec.get_scheduler_hint("_nova_check_type") is not None:
+        if forced and req.get_scheduler_hint("_nova_check_type") is not None:
             forced = False  # nova runs the filters on forced hosts for rebuild/evacuate checks
         req.narrowed = narrowed
         return hosts, forced
 
     def _get_sorted_hosts(
-        self, req: _Request, hosts: list[HostState], index: int
+        self, req: SchedulingRequest, hosts: list[HostState], index: int
     ) -> list[HostState]:
-        """Filter, weigh, shuffle the best ties if asked, and move a random pick among the
-        best ``host_subset_size`` to the front (nova's ``_get_sorted_hosts``)."""
-        spec = req.spec
-        t0 = time.perf_counter()
-        if index == 0:
-            req.total_hosts = len(hosts)
-        narrowed, forced = self._narrow(req, hosts)
-        if forced:
-            filtered = narrowed
-            req.last_report = FilterReport(hosts=list(narrowed))
-        else:
-            report = self.filter_handler.run(narrowed, spec, index, request_id=req.request_id)
-            req.last_report = report
-            filtered = report.hosts
-        t1 = time.perf_counter()
-        req.timings["filter"] = req.timings.get("filter", 0.0) + (t1 - t0)
-        if not filtered:
+        """``select_hosts``, then nova's pick: shuffle the best ties if asked, and move a
+        random pick among the best ``host_subset_size`` to the front (``_get_sorted_hosts``)."""
+        step = self.select_hosts(req, hosts, index)
+        ordered, weights = step.hosts, step.weights
+        if not ordered:
             return []
-        ordered, weights = self.weight_handler.rank(filtered, spec)
-        req.timings["weigh"] = req.timings.get("weigh", 0.0) + (time.perf_counter() - t1)
         fs = self.conf.filter_scheduler
         if fs.shuffle_best_same_weighed_hosts and len(ordered) > 1:
             # fewer claim races between schedulers when many hosts tie for the best weight
@@ -356,10 +382,12 @@ class FilterScheduler:
             ordered.insert(0, chosen)
         return ordered
 
-    def _claim(self, req: _Request, host: HostState, instance_uuid: str) -> dict[str, Any] | None:
+    def _claim(
+        self, req: SchedulingRequest, host: HostState, instance_uuid: str
+    ) -> dict[str, Any] | None:
         """Claim the host's first allocation request for the instance; None when the host
         has no candidate or Placement refused (the caller tries the next host)."""
-        cands = req.spec.candidates_for(host)
+        cands = req.candidates_for(host)
         if not cands:
             LOG.debug("Host %s has no allocation candidate left; skipping it", host.host)
             return None
@@ -374,8 +402,8 @@ class FilterScheduler:
             self.placement.claim_resources(
                 instance_uuid,
                 alloc_req,
-                req.project_id,
-                req.user_id,
+                req.consumer_project_id,
+                req.consumer_user_id,
                 request_id=req.request_id,
             )
         except ConsumerGenerationConflict as exc:
@@ -400,20 +428,19 @@ class FilterScheduler:
 
     def _schedule(
         self,
-        req: _Request,
+        req: SchedulingRequest,
         hosts: list[HostState],
         instance_uuids: list[str],
         return_alternates: bool,
     ) -> list[list[Selection]]:
         """nova's main loop: per instance filter, weigh, claim the first host that Placement
         accepts, consume; then alternates. Every claim is rolled back on any failure."""
-        spec = req.spec
         num_instances = len(instance_uuids)
         chosen: list[tuple[HostState, dict[str, Any] | None]] = []
         index = 0
         try:
             for index, instance_uuid in enumerate(instance_uuids):
-                spec.instance_uuid = instance_uuid
+                req.instance_uuid = instance_uuid
                 # as nova does, each instance filters the previous instance's survivors, so
                 # once-per-request filters (ComputeFilter ...) keep their effect
                 hosts = self._get_sorted_hosts(req, hosts, index)
@@ -430,12 +457,12 @@ class FilterScheduler:
                     LOG.debug("Unable to successfully claim against any host.")
                     break
                 host, alloc_req = claimed
-                self._record_mappings(spec, alloc_req)
-                self._consume(spec, host, instance_uuid)
+                self._record_mappings(req, alloc_req)
+                self.consume(req, host, instance_uuid)
                 chosen.append(claimed)
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
             if len(chosen) < num_instances:
-                raise NoValidHost(self._not_enough_reason(req, len(chosen), num_instances))
+                raise NoValidHost(self.not_enough_reason(req, len(chosen), num_instances))
             return self._with_alternates(req, chosen, hosts, index, return_alternates, True)
         except BaseException:
             self._rollback(req, [h for h, _ in chosen])
@@ -443,7 +470,7 @@ class FilterScheduler:
 
     def _legacy_find_hosts(
         self,
-        req: _Request,
+        req: SchedulingRequest,
         hosts: list[HostState],
         instance_uuids: list[str] | None,
         return_alternates: bool,
@@ -451,24 +478,23 @@ class FilterScheduler:
         """nova's path without claims (RPC < 4.4 without instance uuids, and rebuild):
         filter, weigh, take the first host, consume. No Selection carries an allocation
         request, the chosen hosts' nor the alternates'."""
-        spec = req.spec
-        num = len(instance_uuids) if instance_uuids else spec.num_instances
+        num = len(instance_uuids) if instance_uuids else req.num_instances
         chosen: list[tuple[HostState, dict[str, Any] | None]] = []
         index = 0
         try:
             for index in range(num):
                 instance_uuid = instance_uuids[index] if instance_uuids else None
                 if instance_uuid:
-                    spec.instance_uuid = instance_uuid
+                    req.instance_uuid = instance_uuid
                 hosts = self._get_sorted_hosts(req, hosts, index)
                 if not hosts:
                     break
                 host = hosts[0]
                 chosen.append((host, None))
-                self._consume(spec, host, instance_uuid)
+                self.consume(req, host, instance_uuid)
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
             if len(chosen) < num:
-                raise NoValidHost(self._not_enough_reason(req, len(chosen), num))
+                raise NoValidHost(self.not_enough_reason(req, len(chosen), num))
             return self._with_alternates(req, chosen, hosts, index, return_alternates, False)
         except BaseException:
             self._rollback(req, [h for h, _ in chosen])
@@ -476,7 +502,7 @@ class FilterScheduler:
 
     def _with_alternates(
         self,
-        req: _Request,
+        req: SchedulingRequest,
         chosen: list[tuple[HostState, dict[str, Any] | None]],
         hosts: list[HostState],
         index: int,
@@ -494,50 +520,41 @@ class FilterScheduler:
         chosen_keys = {(h.host, h.nodename) for h, _ in chosen}
         out: list[list[Selection]] = []
         for host, alloc_req in chosen:
-            selections = [self._selection(req.spec, host, alloc_req)]
+            selections = [self._selection(req, host, alloc_req)]
             for alt in hosts:
                 if len(selections) > num_alts:
                     break
                 if alt.cell_uuid != host.cell_uuid or (alt.host, alt.nodename) in chosen_keys:
                     continue
                 if not claimed:
-                    selections.append(self._selection(req.spec, alt, None))
+                    selections.append(self._selection(req, alt, None))
                     continue
-                cands = req.spec.candidates_for(alt)
+                cands = req.candidates_for(alt)
                 if cands:
-                    selections.append(self._selection(req.spec, alt, cands[0]))
+                    selections.append(self._selection(req, alt, cands[0]))
             out.append(selections)
         return out
 
     # -- helpers ----------------------------------------------------------------------------
-    def _consume(self, spec: RequestSpec, host: HostState, instance_uuid: str | None) -> None:
-        host.consume_from_request(spec)
-        group = spec.instance_group
-        if group is not None:
-            group.hosts.append(host.host)
-            if instance_uuid:
-                # copy-on-write: the instance tracker's snapshots are shared and read-only
-                host.instances = {**(host.instances or {}), instance_uuid: None}
-
     @staticmethod
-    def _record_mappings(spec: RequestSpec, alloc_req: dict[str, Any]) -> None:
+    def _record_mappings(req: SchedulingRequest, alloc_req: dict[str, Any]) -> None:
         mappings = alloc_req.get("mappings") or {}
-        for group in spec.requested_resources:
+        for group in req.requested_resources:
             if group.requester_id in mappings:
                 group.provider_uuids = list(mappings[group.requester_id])
 
     def _selection(
-        self, spec: RequestSpec, host: HostState, alloc_req: dict[str, Any] | None
+        self, req: SchedulingRequest, host: HostState, alloc_req: dict[str, Any] | None
     ) -> Selection:
-        # limits set by this request's filters (spec.host_limits) over any on the HostState
-        limits = {**(host.limits or {}), **spec.host_limits.get((host.host, host.nodename), {})}
+        # only what this request's filters recorded: HostStates are shared between requests
+        limits = req.limits_for(host)
         return Selection(
             compute_node_uuid=host.uuid or "",
             service_host=host.host,
             nodename=host.nodename,
             cell_uuid=host.cell_uuid or "",
             allocation_request=alloc_req,
-            allocation_request_version=ALLOCATION_REQUEST_VERSION if alloc_req else None,
+            allocation_request_version=MV_CLAIM if alloc_req else None,
             limits=SchedulerLimits(
                 numa_topology=limits.get("numa_topology"),
                 vcpu=limits.get("vcpu"),
@@ -547,7 +564,7 @@ class FilterScheduler:
             availability_zone=host.availability_zone or self.conf.default_availability_zone,
         )
 
-    def _rollback(self, req: _Request, hosts: Iterable[HostState]) -> None:
+    def _rollback(self, req: SchedulingRequest, hosts: Iterable[HostState]) -> None:
         for instance_uuid in req.claimed:
             try:
                 self.placement.delete_allocation_for_instance(
@@ -575,7 +592,7 @@ class FilterScheduler:
             for host in hosts:
                 host.updated = None
 
-    def _not_enough_reason(self, req: _Request, got: int, wanted: int) -> str:
+    def not_enough_reason(self, req: SchedulingRequest, got: int, wanted: int) -> str:
         """Why fewer hosts than instances were found: the filter counts of the instance that
         found none (and what the narrowing took out), or the claims Placement refused."""
         parts = []

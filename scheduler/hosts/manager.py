@@ -70,20 +70,12 @@ _FULL_RESYNC_SECONDS = 300.0
 # ``[scheduler] service_refresh_interval`` once that option is registered.
 _WINDOW_READ_SECONDS = 1.0
 
-_CN_UPDATED = queries.COMPUTE_NODE_COLUMNS.index("updated_at")
-_CN_CREATED = queries.COMPUTE_NODE_COLUMNS.index("created_at")
-_SVC_DELETED = queries.SERVICE_COLUMNS.index("deleted")
-_SVC_HOST = queries.SERVICE_COLUMNS.index("host")
-_SVC_COLUMNS = queries.SERVICE_COLUMNS
 _SVC_BOOLS = ("disabled", "forced_down", "deleted")
-_SVC_LAST_SEEN = queries.SERVICE_COLUMNS.index("last_seen_up")
-_SVC_UPDATED = queries.SERVICE_COLUMNS.index("updated_at")
-_SVC_REPORTS = queries.SERVICE_COLUMNS.index("report_count")
-_HEARTBEAT_COLUMNS = frozenset({"last_seen_up", "updated_at", "report_count"})
-# (index, name, is_bool) of the columns a heartbeat does not change
+_HEARTBEAT_COLUMNS = ("last_seen_up", "updated_at", "report_count")
+# (name, is_bool) of the service columns a heartbeat does not change
 _SVC_STABLE = tuple(
-    (i, name, name in _SVC_BOOLS)
-    for i, name in enumerate(queries.SERVICE_COLUMNS)
+    (name, name in _SVC_BOOLS)
+    for name in queries.ServiceRow._fields
     if name not in _HEARTBEAT_COLUMNS
 )
 
@@ -118,7 +110,7 @@ class _CellView:
     nodes_read_started_at: datetime.datetime | None = None
     # the compute-node rows of the last read, by uuid: the next read re-reads the slack
     # window, and a row equal to the one applied then is not applied again
-    recent_rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    recent_rows: dict[str, queries.ComputeNodeRow] = field(default_factory=dict)
     # bumped whenever a service row changes in more than its heartbeat; the lowest
     # nova-compute version as of such a generation (``minimum_compute_version``)
     services_generation: int = 0
@@ -295,13 +287,8 @@ class HostManager:
             by_host[host] = shared.setdefault(tuple(a.id for a in aggs), aggs)
         self._aggregates = aggregates
         self._host_aggregates = by_host
-        every_host: list[HostState] = []
-        for view in list(self._views.values()):
-            hosts = list(view.hosts.values())
-            for hs in hosts:
-                hs.aggregates = by_host.get(hs.host, _NO_AGGREGATES)
-            every_host.extend(hosts)
-        self.table.rebind_aggregates(every_host)
+        every_host = [hs for view in list(self._views.values()) for hs in view.hosts.values()]
+        HostState.set_aggregates_of(every_host, self.aggregates_for_host, self.table)
 
     # -- host states ------------------------------------------------------------------------
     def _cells_for(self, spec: RequestSpec | None) -> list[Cell]:
@@ -393,10 +380,10 @@ class HostManager:
             )
             if full or window or window_due:
                 since = None if full else view.read_started_at - _WATERMARK_SLACK
-                services = queries.get_compute_service_rows(
+                services = queries.get_compute_services(
                     engine, updated_since=None if full else view.read_started_at - _SERVICE_SLACK
                 )
-                nodes = queries.get_compute_node_rows(engine, updated_since=since)
+                nodes = queries.get_compute_nodes(engine, updated_since=since)
                 if full:
                     self._apply_full_read(view, services, nodes)
                     # the rows of a whole read are not kept (they hold every report's text)
@@ -436,27 +423,30 @@ class HostManager:
 
     @staticmethod
     def _remember_rows(
-        view: _CellView, nodes: list[tuple[Any, ...]], cutoff: datetime.datetime
+        view: _CellView, nodes: list[queries.ComputeNodeRow], cutoff: datetime.datetime
     ) -> None:
         """Keep the rows a later read may re-read: those reported at or after ``cutoff``
         (the next read goes back no further), so that it need not apply them again."""
         recent = view.recent_rows
         for row in nodes:
-            recent[row[0]] = row
+            recent[row.uuid] = row
         if recent:
             view.recent_rows = {
                 uuid: row
                 for uuid, row in recent.items()
-                if (row[_CN_UPDATED] or row[_CN_CREATED] or cutoff) >= cutoff
+                if (row.updated_at or row.created_at or cutoff) >= cutoff
             }
 
     def _apply_full_read(
-        self, view: _CellView, services: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]]
+        self,
+        view: _CellView,
+        services: list[queries.ServiceRow],
+        nodes: list[queries.ComputeNodeRow],
     ) -> None:
         # what the whole read does not return is gone (deleted rows are not in it)
-        view.services = {row[_SVC_HOST]: _service_dict(row) for row in services}
+        view.services = {row.host: _service_dict(row) for row in services}
         view.services_generation += 1
-        live = {row[0] for row in nodes if row[0]}
+        live = {row.uuid for row in nodes if row.uuid}
         hosts = {u: hs for u, hs in view.hosts.items() if u in live}
         for uuid, hs in view.hosts.items():
             if uuid not in live:
@@ -469,16 +459,20 @@ class HostManager:
         view.servable = {u: hs for u, hs in hosts.items() if hs.service}
 
     def _apply_changes(
-        self, view: _CellView, services: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]]
+        self,
+        view: _CellView,
+        services: list[queries.ServiceRow],
+        nodes: list[queries.ComputeNodeRow],
     ) -> None:
         changed_hosts: set[str] = set()
-        service_changed = self.table.service_changed
+        apply_heartbeat = HostState.apply_heartbeat
+        table = self.table
         cell_uuid = view.cell.uuid
         # deleted rows first: a host whose old service was deleted and a new one created
         # (nova-compute re-registering) must end up with the new one
-        for row in sorted(services, key=lambda r: not r[_SVC_DELETED]):
-            host = row[_SVC_HOST]
-            if row[_SVC_DELETED]:
+        for row in sorted(services, key=lambda r: not r.deleted):
+            host = row.host
+            if row.deleted:
                 if view.services.pop(host, None) is not None:
                     changed_hosts.add(host)
                 continue
@@ -486,12 +480,8 @@ class HostManager:
             if known is not None and _only_heartbeat_changed(known, row):
                 if _SVC_BEAT_OF_DICT(known) == _SVC_BEAT_OF_ROW(row):
                     continue  # the same row again (a window re-reads its slack)
-                # most re-read rows: a heartbeat, applied in place (one key at a time; a
-                # filter reading the dict meanwhile sees the old or the new value)
-                known["last_seen_up"] = row[_SVC_LAST_SEEN]
-                known["updated_at"] = row[_SVC_UPDATED]
-                known["report_count"] = row[_SVC_REPORTS]
-                service_changed(cell_uuid, host, known)
+                # most re-read rows: a heartbeat, applied in place
+                apply_heartbeat(known, row, table, cell_uuid)
                 continue
             view.services[host] = _service_dict(row)
             changed_hosts.add(host)
@@ -499,18 +489,18 @@ class HostManager:
         copied = False
         applied = view.recent_rows
         for row in nodes:
-            uuid = row[0]
+            uuid = row.uuid
             if not uuid or applied.get(uuid) == row:
                 continue
             hs = hosts.get(uuid)
-            if row[-1]:  # deleted
+            if row.deleted:
                 if hs is not None:
                     if not copied:
                         hosts, copied = dict(hosts), True
                     del hosts[uuid]
                     self.table.release(hs)
                 continue
-            if hs is not None and hs.host == row[1] and hs.nodename == row[2]:
+            if hs is not None and hs.host == row.host and hs.nodename == row.hypervisor_hostname:
                 # the common case: a known node reports again
                 hs.update_from_row(row)
                 continue
@@ -521,18 +511,17 @@ class HostManager:
             view.services_generation += 1
             for hs in hosts.values():
                 if hs.host in changed_hosts:
-                    hs.service = view.services.get(hs.host) or {}
-                    self.table.bind_service(hs)
+                    hs.set_service(view.services.get(hs.host) or {})
         if copied:
             view.hosts = hosts
         if copied or changed_hosts:
             view.servable = {u: hs for u, hs in hosts.items() if hs.service}
 
     def _apply_node(
-        self, view: _CellView, hosts: dict[str, HostState], row: tuple[Any, ...]
+        self, view: _CellView, hosts: dict[str, HostState], row: queries.ComputeNodeRow
     ) -> None:
         """Apply a live compute-node row to ``hosts`` (a dict not yet published)."""
-        uuid, host, nodename = row[0], row[1], row[2]
+        uuid, host, nodename = row.uuid, row.host, row.hypervisor_hostname
         if not uuid:
             return
         hs = hosts.get(uuid)
@@ -543,18 +532,17 @@ class HostManager:
                 self.table.release(hs)
             hs = HostState(host, nodename, view.cell.uuid)
             hosts[uuid] = hs
-            # not published yet: no other thread can see it, so no lock (and none created)
+            # not published yet: no other thread can see it, so no lock (and none created),
+            # and in no table yet: ``add`` fills its row
             hs._update_from_row(row)
-            hs.service = view.services.get(host) or {}
-            hs.aggregates = self.aggregates_for_host(host)
+            hs.set_service(view.services.get(host) or {})
+            hs.set_aggregates(self.aggregates_for_host(host))
             self.table.add(hs)
             return
         with hs._lock:
             hs._update_from_row(row)
-            hs.service = view.services.get(host) or {}
-            hs.aggregates = self.aggregates_for_host(host)
-            self.table.bind_service(hs)
-            self.table.bind_aggregates(hs)
+            hs.set_service(view.services.get(host) or {})
+            hs.set_aggregates(self.aggregates_for_host(host))
 
     def get_host_states_by_uuids(
         self,
@@ -736,11 +724,11 @@ class HostManager:
                     exc,
                 )
                 continue
-            by_uuid = {row["uuid"]: row for row in rows}
+            by_uuid = {row.uuid: row for row in rows}
             for hs in hosts:
                 row = by_uuid.get(hs.uuid)
                 if row is not None:
-                    hs.update(compute=row)
+                    hs.update_from_row(row)
 
     def host_states_for(self, host: str, node: str | None = None) -> list[HostState]:
         """Cached HostStates of one host (and node), across cells (for forced destinations)."""
@@ -777,13 +765,13 @@ class HostManager:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _only_heartbeat_changed(known: dict[str, Any], row: tuple[Any, ...]) -> bool:
+def _only_heartbeat_changed(known: dict[str, Any], row: queries.ServiceRow) -> bool:
     """Whether ``row`` differs from the cached service dict only in heartbeat columns."""
     # the common case in one C-level comparison (the stored booleans equal the rows' 0/1)
     if _SVC_STABLE_OF_DICT(known) == _SVC_STABLE_OF_ROW(row):
         return True
-    for i, name, is_bool in _SVC_STABLE:
-        value = row[i]
+    for name, is_bool in _SVC_STABLE:
+        value = getattr(row, name)
         if is_bool:
             value = bool(value)
         if known.get(name) != value:
@@ -791,15 +779,15 @@ def _only_heartbeat_changed(known: dict[str, Any], row: tuple[Any, ...]) -> bool
     return True
 
 
-_SVC_STABLE_OF_ROW = operator.itemgetter(*(i for i, _, _ in _SVC_STABLE))
-_SVC_STABLE_OF_DICT = operator.itemgetter(*(name for _, name, _ in _SVC_STABLE))
-_SVC_BEAT_OF_ROW = operator.itemgetter(_SVC_LAST_SEEN, _SVC_UPDATED, _SVC_REPORTS)
-_SVC_BEAT_OF_DICT = operator.itemgetter("last_seen_up", "updated_at", "report_count")
+_SVC_STABLE_OF_ROW = operator.attrgetter(*(name for name, _ in _SVC_STABLE))
+_SVC_STABLE_OF_DICT = operator.itemgetter(*(name for name, _ in _SVC_STABLE))
+_SVC_BEAT_OF_ROW = operator.attrgetter(*_HEARTBEAT_COLUMNS)
+_SVC_BEAT_OF_DICT = operator.itemgetter(*_HEARTBEAT_COLUMNS)
 
 
-def _service_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+def _service_dict(row: queries.ServiceRow) -> dict[str, Any]:
     """A service row as the dict filters read (nova's field names)."""
-    service = dict(zip(_SVC_COLUMNS, row, strict=True))
+    service = row._asdict()
     for name in _SVC_BOOLS:
         service[name] = bool(service[name])
     for name in ("binary", "topic"):

@@ -18,11 +18,12 @@ import json
 import logging
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NoReturn
 
 from oslo_concurrency import lockutils
 
-from db.queries import COMPUTE_NODE_COLUMNS
+from db.queries import ComputeNodeRow, ServiceRow
 from scheduler.objects import Aggregate, RequestSpec
 from scheduler.resources import numa, pci
 
@@ -149,8 +150,54 @@ def _stats_dict(value: Any) -> dict[str, Any]:
     }
 
 
+LIMITS_ARE_PER_REQUEST = (
+    "HostState is shared between requests; record a per-request limit with "
+    "spec_obj.set_host_limit(host_state, name, value)"
+)
+
+
+class _SharedLimits(Mapping):
+    """``HostState.limits``: always empty, and read-only. nova's filters wrote the limits of
+    a request into ``host_state.limits``; nova rebuilds its HostStates per request, ours are
+    shared between requests, so such a write would leak into every other request. A write
+    raises a TypeError telling the plugin author what to do instead."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> NoReturn:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(LIMITS_ARE_PER_REQUEST)
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    setdefault = update = pop = popitem = clear = _refuse
+
+
+# the one ``limits`` of every HostState
+NO_LIMITS: Mapping[str, Any] = _SharedLimits()
+
+
 class HostState:
-    """Mutable information about one compute node (host, nodename)."""
+    """Mutable information about one compute node (host, nodename).
+
+    Its attributes are the truth; the host manager's HostTable mirrors some of them. Every
+    change of a mirrored attribute goes through a method here, which writes the mirror too:
+    ``update_from_row`` (a compute-node report), ``set_service``, ``set_aggregates``,
+    ``consume_from_request``, nova's ``update``, and for changes shared by many HostStates
+    ``apply_heartbeat`` (a service record's heartbeat, in place) and ``set_aggregates_of``
+    (every host's aggregates after a re-read). Assigning such an attribute directly is fine
+    only for a HostState outside any table (built by hand in a test or a plugin).
+    """
 
     __slots__ = (
         "host",
@@ -230,7 +277,8 @@ class HostState:
         self.service: dict[str, Any] = {}
         self.aggregates: list[Aggregate] = []
         self.instances: dict[str, Any] = {}
-        self.limits: dict[str, Any] = {}
+        # read-only and empty: per-request limits live on the request (set_host_limit)
+        self.limits: Mapping[str, Any] = NO_LIMITS
         self.updated: datetime.datetime | None = None
         self.compute_updated_at: datetime.datetime | None = None
         self.allocation_candidates: list[dict[str, Any]] = []
@@ -239,10 +287,14 @@ class HostState:
         self._table: Any = None
         self._row = -1
 
+    def _table_or_none(self) -> Any:
+        """The HostTable mirroring this host, or None."""
+        ref = self._table
+        return ref() if ref is not None else None
+
     def _mirror(self) -> None:
         """Copy the values the table mirrors into this host's row (after they changed)."""
-        ref = self._table
-        table = ref() if ref is not None else None
+        table = self._table_or_none()
         if table is not None:
             table.sync(self)
 
@@ -264,108 +316,121 @@ class HostState:
     # -- updates ----------------------------------------------------------------------------
     def update(
         self,
-        compute: dict[str, Any] | None = None,
+        compute: ComputeNodeRow | Mapping[str, Any] | None = None,
         service: dict[str, Any] | None = None,
         aggregates: list[Aggregate] | None = None,
         instances: dict[str, Any] | None = None,
     ) -> None:
-        """Apply fresh data from the cell database (under this host's lock)."""
+        """Apply fresh data (nova's ``HostState.update``, under this host's lock).
+        ``compute`` is a ``ComputeNodeRow`` or a mapping with its field names (the ones
+        missing read as NULL)."""
         with self._lock:
             if compute is not None:
-                self._update_from_compute_node(compute)
+                if not isinstance(compute, ComputeNodeRow):
+                    compute = ComputeNodeRow._make(map(compute.get, ComputeNodeRow._fields))
+                self._update_from_row(compute)
             if service is not None:
-                self.service = service
+                self.set_service(service)
             if aggregates is not None:
-                self.aggregates = aggregates
+                self.set_aggregates(aggregates)
             if instances is not None:
                 self.instances = instances
-            ref = self._table
-            table = ref() if ref is not None else None
-            if table is not None:
-                if service is not None:
-                    table.bind_service(self)
-                if aggregates is not None:
-                    table.bind_aggregates(self)
 
-    def _update_from_compute_node(self, compute: dict[str, Any]) -> None:
-        self._update_from_row(tuple(compute.get(name) for name in COMPUTE_NODE_COLUMNS))
-
-    def update_from_row(self, row: tuple[Any, ...]) -> None:
-        """Apply a compute-node row given as a tuple of ``db.queries.COMPUTE_NODE_COLUMNS``
-        (under this host's lock)."""
+    def update_from_row(self, row: ComputeNodeRow) -> None:
+        """Apply a compute-node report (under this host's lock)."""
         with self._lock:
             self._update_from_row(row)
 
-    def _update_from_row(self, row: tuple[Any, ...]) -> None:
-        (
-            uuid,
-            _host,
-            hypervisor_hostname,
-            memory_mb,
-            free_ram_mb,
-            free_disk_gb,
-            disk_available_least,
-            local_gb,
-            local_gb_used,
-            vcpus,
-            vcpus_used,
-            numa_topology,
-            pci_stats,
-            host_ip,
-            hypervisor_type,
-            hypervisor_version,
-            cpu_info,
-            supported_instances,
-            stats_text,
-            metrics,
-            cpu_allocation_ratio,
-            ram_allocation_ratio,
-            disk_allocation_ratio,
-            updated_at,
-            created_at,
-            _deleted,
-        ) = row
-        updated_at = updated_at or created_at
+    def _update_from_row(self, row: ComputeNodeRow) -> None:
+        """``update_from_row`` without the lock: the caller holds it, or no other thread can
+        see this HostState yet."""
+        updated_at = row.updated_at or row.created_at
         # Keep our own consumption until the compute node reports something newer, as nova
         # does: between the claim and the compute's next report our view is the fresher one.
         if self.updated and updated_at and self.updated > updated_at:
             return
         self.compute_updated_at = updated_at
-        if free_disk_gb is None:
+        free_gb = row.free_disk_gb
+        if free_gb is None:
             # usage not reported yet: nova leaves such a node zeroed, with no uuid
             return
-        self.uuid = uuid
-        free_gb = free_disk_gb
+        self.uuid = row.uuid
+        disk_available_least = row.disk_available_least
         if disk_available_least is not None:
             free_gb = min(disk_available_least, free_gb)
         self.free_disk_mb = free_gb * 1024
-        self.total_usable_disk_gb = local_gb or 0
-        self.disk_mb_used = (local_gb_used or 0) * 1024
-        self.total_usable_ram_mb = memory_mb or 0
-        self.free_ram_mb = free_ram_mb or 0
-        self.vcpus_total = vcpus or 0
-        self.vcpus_used = vcpus_used or 0
+        self.total_usable_disk_gb = row.local_gb or 0
+        self.disk_mb_used = (row.local_gb_used or 0) * 1024
+        self.total_usable_ram_mb = row.memory_mb or 0
+        self.free_ram_mb = row.free_ram_mb or 0
+        self.vcpus_total = row.vcpus or 0
+        self.vcpus_used = row.vcpus_used or 0
         self.updated = updated_at
-        self.numa_topology = _shared_json(numa_topology, None)
-        self.pci_stats = _shared_json(pci_stats, None)
-        self.host_ip = host_ip
-        self.hypervisor_type = _shared_text(hypervisor_type)
-        self.hypervisor_version = hypervisor_version
-        self.hypervisor_hostname = hypervisor_hostname
-        self.cpu_info = _shared_text(cpu_info)
-        self.supported_instances = _shared_json(supported_instances, []) or []
-        stats = _stats_dict(stats_text)
+        self.numa_topology = _shared_json(row.numa_topology, None)
+        self.pci_stats = _shared_json(row.pci_stats, None)
+        self.host_ip = row.host_ip
+        self.hypervisor_type = _shared_text(row.hypervisor_type)
+        self.hypervisor_version = row.hypervisor_version
+        self.hypervisor_hostname = row.hypervisor_hostname
+        self.cpu_info = _shared_text(row.cpu_info)
+        self.supported_instances = _shared_json(row.supported_instances, []) or []
+        stats = _stats_dict(row.stats)
         self.stats = stats
-        self.metrics = _monitor_metrics(metrics)
+        self.metrics = _monitor_metrics(row.metrics)
         self.num_instances = _int(stats.get("num_instances"))
         self.num_io_ops = _int(stats.get("io_workload"))
         self.failed_builds = _int(stats.get("failed_builds"))
         # nova replaces a NULL or 0.0 ratio by the initial_*_allocation_ratio defaults
-        self.cpu_allocation_ratio = cpu_allocation_ratio or 4.0
-        self.ram_allocation_ratio = ram_allocation_ratio or 1.0
-        self.disk_allocation_ratio = disk_allocation_ratio or 1.0
+        self.cpu_allocation_ratio = row.cpu_allocation_ratio or 4.0
+        self.ram_allocation_ratio = row.ram_allocation_ratio or 1.0
+        self.disk_allocation_ratio = row.disk_allocation_ratio or 1.0
         if self._table is not None:
             self._mirror()
+
+    def set_service(self, service: dict[str, Any]) -> None:
+        """This host's compute service record (``{}`` when there is none). The table keeps
+        one service per (cell, host): give every node of a host the same record, as the host
+        manager does. One assignment: no lock needed."""
+        self.service = service
+        table = self._table_or_none()
+        if table is not None:
+            table.bind_service(self)
+
+    def set_aggregates(self, aggregates: list[Aggregate]) -> None:
+        """This host's aggregates (a list hosts in the same aggregates share; never
+        modified). One assignment: no lock needed."""
+        self.aggregates = aggregates
+        table = self._table_or_none()
+        if table is not None:
+            table.bind_aggregates(self)
+
+    @staticmethod
+    def apply_heartbeat(
+        service: dict[str, Any], row: ServiceRow, table: Any, cell_uuid: str | None
+    ) -> None:
+        """A service row that differs from the cached ``service`` record only in its
+        heartbeat columns: written into the record in place (every node of the host shares
+        it; one key at a time, a filter reading it meanwhile sees the old or the new value),
+        and into ``table``'s service columns for that (cell, host)."""
+        service["last_seen_up"] = row.last_seen_up
+        service["updated_at"] = row.updated_at
+        service["report_count"] = row.report_count
+        if table is not None:
+            table.service_changed(cell_uuid, row.host, service)
+
+    @staticmethod
+    def set_aggregates_of(
+        hosts: Iterable[HostState],
+        aggregates_for: Callable[[str], list[Aggregate]],
+        table: Any,
+    ) -> None:
+        """Give every one of ``hosts`` (the whole of ``table``) its aggregates after they were
+        read again, by host name; the table's aggregate codes start afresh."""
+        hosts = list(hosts)
+        for hs in hosts:
+            hs.aggregates = aggregates_for(hs.host)
+        if table is not None:
+            table.rebind_aggregates(hosts)
 
     def consume_from_request(self, spec_obj: RequestSpec) -> None:
         """Account for an instance placed here by this scheduler (under this host's lock)."""

@@ -16,11 +16,16 @@ every request, in NumPy arrays indexed by the host's row:
   and a heartbeat updates it in place;
 - the host's set of aggregates as a code (hosts in the same aggregates share one list).
 
-The mirror is written where a HostState changes: ``HostState._update_from_row`` and
-``consume_from_request`` call ``sync``; the host manager calls ``bind_service``,
-``service_changed`` and ``set_aggregate_codes`` when it assigns services and aggregates. A
-HostState outside any table (built by hand, in a test or a plugin) has no row, and the
-handlers use the per-host path for a list that holds one.
+The mirror is written only by HostState's own methods, the one way its mirrored attributes
+change (``scheduler/hosts/state.py``): ``update_from_row`` and ``consume_from_request`` call
+``sync``, ``set_service`` calls ``bind_service``, ``apply_heartbeat`` calls
+``service_changed``, ``set_aggregates`` and ``set_aggregates_of`` call ``bind_aggregates`` and
+``rebind_aggregates``. The host manager only adds, releases and collects rows. A HostState
+outside any table (built by hand, in a test or a plugin) has no row, and the handlers use the
+per-host path for a list that holds one.
+
+"Is the compute service up" is decided here, once, for both the per-host and the column
+paths of ComputeFilter (``service_state``, ``heartbeat_window``, ``services_up``).
 
 Rows are never reused: a row id is global to the process (each table owns its own range), so
 ``rows_of`` can tell with two comparisons whether every host of a list belongs to one table.
@@ -33,6 +38,8 @@ copies them).
 from __future__ import annotations
 
 import datetime
+import fractions
+import functools
 import itertools
 import math
 import threading
@@ -51,12 +58,16 @@ _EXACT_INT = 1 << 53
 _EPOCH = datetime.datetime(1970, 1, 1)
 _MICROSECOND = datetime.timedelta(microseconds=1)
 
-# service states (svc_state)
+# service states (svc_state): what a service record says, before its heartbeat is compared
+# with the clock (``service_state``)
 SERVICE_NONE = 0  # no service record, or no heartbeat at all: down
 SERVICE_UP_IF_RECENT = 1  # enabled, not forced down, a naive datetime heartbeat in svc_last
 SERVICE_DISABLED = 2
 SERVICE_FORCED_DOWN = 3
 SERVICE_ODD = 4  # a heartbeat that is not a naive datetime: ask the host
+
+# any two datetimes are closer than this (in microseconds); fits an int64 with room to spare
+_AGE_CAP = 1 << 62
 
 _row_of = attrgetter("_row")
 
@@ -71,24 +82,140 @@ def _number(value: Any) -> float:
     return math.nan
 
 
-def service_state(service: Any) -> tuple[int, int]:
-    """(state, last heartbeat in microseconds since 1970) of a service dict, decided as
-    ComputeFilter decides (``disabled``, then ``forced_down``, then the heartbeat)."""
+# -- is the service up --------------------------------------------------------------------
+# The one rule, nova's (ComputeFilter and the db servicegroup driver): a host's compute service
+# is up when it is not disabled, not forced down, and its last heartbeat (``last_seen_up``,
+# else ``created_at``) is at most ``service_down_time`` seconds away from now. It is written
+# once, in three parts that ComputeFilter's per-host and column paths share:
+#   read_service      what the record says: (state, heartbeat); the table keeps exactly this
+#                     per service (``service_state``: the heartbeat in microseconds);
+#   heartbeat_window  the heartbeats that count as recent at ``now``: now ± the largest age
+#                     nova accepts, in microseconds (heartbeat_bounds: as datetimes);
+#   services_up       state and window combined: for one host (a state and a datetime) or for
+#                     columns (two arrays).
+
+
+def naive_utc(value: Any) -> datetime.datetime | None:
+    """A service timestamp as a naive UTC datetime (nova stores naive UTC); None when it is
+    not a datetime or an ISO 8601 string."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if not isinstance(value, datetime.datetime):
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value
+
+
+def read_service(service: Any, parse: bool = False) -> tuple[int, datetime.datetime]:
+    """(state, last heartbeat as a naive UTC datetime) of a service dict: ``disabled``, then
+    ``forced_down``, then the heartbeat (``last_seen_up``, else ``created_at``). The heartbeat
+    is 1970-01-01 unless the state is SERVICE_UP_IF_RECENT.
+
+    A heartbeat that is not a naive datetime (an ISO string, an aware datetime) is
+    SERVICE_ODD, unless ``parse``: it is then read as ``naive_utc`` reads it (the per-host
+    path; the table leaves such rare services to it). A service that is not a mapping is
+    SERVICE_ODD either way."""
     if not service:
-        return SERVICE_NONE, 0
+        return SERVICE_NONE, _EPOCH
     try:
         if service.get("disabled"):
-            return SERVICE_DISABLED, 0
+            return SERVICE_DISABLED, _EPOCH
         if service.get("forced_down"):
-            return SERVICE_FORCED_DOWN, 0
+            return SERVICE_FORCED_DOWN, _EPOCH
         last = service.get("last_seen_up") or service.get("created_at")
     except Exception:  # not a mapping: let the filter look at it
-        return SERVICE_ODD, 0
+        return SERVICE_ODD, _EPOCH
     if last is None:
-        return SERVICE_NONE, 0
-    if type(last) is datetime.datetime and last.tzinfo is None:
-        return SERVICE_UP_IF_RECENT, (last - _EPOCH) // _MICROSECOND
-    return SERVICE_ODD, 0
+        return SERVICE_NONE, _EPOCH
+    if type(last) is not datetime.datetime or last.tzinfo is not None:
+        if not parse:
+            return SERVICE_ODD, _EPOCH
+        last = naive_utc(last)
+        if last is None:
+            return SERVICE_NONE, _EPOCH
+    return SERVICE_UP_IF_RECENT, last
+
+
+def service_state(service: Any) -> tuple[int, int]:
+    """``read_service`` as the table keeps it: (state, heartbeat in microseconds since 1970,
+    0 unless the state is SERVICE_UP_IF_RECENT)."""
+    state, last = read_service(service)
+    if last is _EPOCH:
+        return state, 0
+    return state, (last - _EPOCH) // _MICROSECOND
+
+
+@functools.lru_cache(maxsize=16)
+def _max_age(down_time: Any) -> int:
+    """The largest heartbeat age, in whole microseconds, that nova's
+    ``abs((now - last).total_seconds()) <= down_time`` accepts. ``total_seconds()`` is the
+    microsecond difference divided by 10**6, correctly rounded, and so grows with it: the
+    ages accepted are exactly 0 .. this (none when it is negative)."""
+    if type(down_time) is int and 0 <= down_time < 2**32:
+        # k / 10**6 == down_time exactly, and (k + 1) / 10**6 rounds above it
+        return down_time * 1_000_000
+    if not isinstance(down_time, int | float):
+        raise TypeError(f"service_down_time must be a number, not {down_time!r}")
+    if math.isnan(down_time) or down_time < 0:
+        return -1  # no age is accepted
+    if down_time >= _AGE_CAP // 1_000_000:
+        return _AGE_CAP
+    age = math.floor(fractions.Fraction(down_time) * 1_000_000)
+    while (age + 1) / 1_000_000 <= down_time:  # a neighbour that rounds down to it
+        age += 1
+    return age
+
+
+def heartbeat_window(now: datetime.datetime, down_time: Any) -> tuple[int, int]:
+    """(earliest, latest) heartbeat, in microseconds since 1970, that counts as recent at
+    ``now`` (naive UTC) for a ``service_down_time`` of ``down_time`` seconds."""
+    now_us = (now - _EPOCH) // _MICROSECOND
+    age = _max_age(down_time)
+    return now_us - age, now_us + age
+
+
+def heartbeat_bounds(now: datetime.datetime, down_time: Any) -> tuple[datetime.datetime, ...]:
+    """``heartbeat_window`` as naive datetimes (for one host, whose heartbeat ``read_service``
+    gives as a datetime): the same ``now`` ± the same age. Bounds beyond the datetime range
+    are clamped to it, which changes no comparison."""
+    age = _max_age(down_time)
+    if age < 0:
+        return datetime.datetime.max, datetime.datetime.min  # no datetime is in it
+    delta = _age_delta(age)
+    try:
+        earliest = now - delta
+    except OverflowError:
+        earliest = datetime.datetime.min
+    try:
+        latest = now + delta
+    except OverflowError:
+        latest = datetime.datetime.max
+    return earliest, latest
+
+
+@functools.lru_cache(maxsize=16)
+def _age_delta(age: int) -> datetime.timedelta:
+    return datetime.timedelta(microseconds=age)
+
+
+def services_up(state: Any, last: Any, window: tuple[Any, Any]) -> Any:
+    """Whether services are up: one (a state and a heartbeat datetime from ``read_service``
+    and a window from ``heartbeat_bounds``: a bool) or columns of them (``services``' state
+    and heartbeat arrays and a window from ``heartbeat_window``: a bool array)."""
+    earliest, latest = window
+    return (state == SERVICE_UP_IF_RECENT) & (last >= earliest) & (last <= latest)
+
+
+def service_is_up(service: Any, now: datetime.datetime, down_time: Any) -> bool:
+    """Whether one service dict is up at ``now`` (nova's rule; see above)."""
+    state, last = read_service(service, True)
+    return services_up(state, last, heartbeat_bounds(now, down_time))
 
 
 def microseconds(moment: datetime.datetime) -> int:

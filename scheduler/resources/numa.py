@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.rpc.wire import unwrap
+from scheduler.primitives import unwrap
 
 # nova's InstanceNUMACell.pagesize codes for the symbolic hw:mem_page_size values
 MEMPAGES_SMALL = -1

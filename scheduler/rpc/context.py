@@ -17,6 +17,7 @@ from typing import Any
 
 import oslo_messaging
 from oslo_context import context as oslo_context
+from oslo_utils import timeutils
 
 LOG = logging.getLogger(__name__)
 
@@ -28,14 +29,9 @@ _READ_DELETED = ("no", "yes", "only")
 _WIRE_PREFIX = "_context_"
 
 
-def _utcnow() -> datetime.datetime:
-    # nova keeps naive UTC timestamps in its context.
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-
-
 def _parse_timestamp(value: Any) -> datetime.datetime:
     if not value:
-        return _utcnow()
+        return timeutils.utcnow()
     if isinstance(value, datetime.datetime):
         return value
     if isinstance(value, str):
@@ -47,12 +43,12 @@ def _parse_timestamp(value: Any) -> datetime.datetime:
             parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             LOG.warning("Ignoring unparsable context timestamp %r", value)
-            return _utcnow()
+            return timeutils.utcnow()
         if parsed.tzinfo is not None:
             parsed = parsed.astimezone(datetime.UTC).replace(tzinfo=None)
         return parsed
     LOG.warning("Ignoring context timestamp of type %s", type(value).__name__)
-    return _utcnow()
+    return timeutils.utcnow()
 
 
 class RequestContext(oslo_context.RequestContext):

@@ -18,6 +18,7 @@ from typing import Any
 import oslo_messaging
 
 from scheduler import exceptions
+from scheduler.objects import RequestSpec
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc import wire
 
@@ -138,24 +139,16 @@ class SchedulerManager:
         ``return_objects``, else nova's legacy ``[{host, nodename, limits}, ...]``.
         NoValidHost travels as ``nova.exception.NoValidHost``.
         """
-        with self.in_flight.track():
-            try:
-                return self._select_destinations(
-                    ctxt,
-                    request_spec,
-                    filter_properties,
-                    spec_obj,
-                    instance_uuids,
-                    return_objects,
-                    return_alternates,
-                )
-            except (NovaNoValidHost, exceptions.InvalidRequest):
-                # expected: the caller gets the failure, the server does not log a traceback
-                raise oslo_messaging.ExpectedException()
-            except Exception:
-                LOG.exception("select_destinations failed for request %s", _request_id(ctxt) or "-")
-                # already logged with the request id; spare oslo.messaging a second traceback
-                raise oslo_messaging.ExpectedException()
+        with self._serving("select_destinations", ctxt, (NovaNoValidHost,)):
+            return self._select_destinations(
+                ctxt,
+                request_spec,
+                filter_properties,
+                spec_obj,
+                instance_uuids,
+                return_objects,
+                return_alternates,
+            )
 
     def _select_destinations(
         self,
@@ -167,27 +160,17 @@ class SchedulerManager:
         return_objects: bool,
         return_alternates: bool,
     ) -> list:
-        try:
-            if spec_obj is _SENTINEL or spec_obj is None:
-                # RPC < 4.3: nova's conductor sent the legacy dicts
-                spec = wire.request_spec_from_legacy(request_spec or {}, filter_properties or {})
-            else:
-                spec = wire.request_spec_from_primitive(spec_obj)
-        except exceptions.InvalidRequest as exc:
-            LOG.warning(
-                "Rejected malformed select_destinations request %s: %s",
-                _request_id(ctxt) or "-",
-                exc,
+        if spec_obj is _SENTINEL or spec_obj is None:
+            # RPC < 4.3: nova's conductor sent the legacy dicts
+            spec = self._decode(
+                "select_destinations",
+                ctxt,
+                lambda: wire.request_spec_from_legacy(request_spec or {}, filter_properties or {}),
             )
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            # a decoder that let a raw error escape: still the caller's payload at fault
-            LOG.warning(
-                "Rejected malformed select_destinations request %s: %r",
-                _request_id(ctxt) or "-",
-                exc,
+        else:
+            spec = self._decode(
+                "select_destinations", ctxt, lambda: wire.request_spec_from_primitive(spec_obj)
             )
-            raise exceptions.InvalidRequest(f"malformed request spec: {exc!r}") from exc
 
         # alternates are only wanted by callers that can receive Selection objects
         want_alternates = bool(return_objects and return_alternates)
@@ -208,6 +191,41 @@ class SchedulerManager:
             return wire.selections_to_primitive(selections)
         return wire.selections_to_legacy(selections)
 
+    @contextlib.contextmanager
+    def _serving(
+        self, method: str, ctxt: Any, expected: tuple[type[BaseException], ...]
+    ) -> Iterator[None]:
+        """Count the call as in flight; an expected failure (NoValidHost, a malformed
+        request) goes back to the caller without a traceback in the log, anything else is
+        logged once with the request id and goes back too. The worker keeps serving."""
+        with self.in_flight.track():
+            try:
+                yield
+            except (*expected, exceptions.InvalidRequest):
+                raise oslo_messaging.ExpectedException()
+            except Exception:
+                LOG.exception("%s failed for request %s", method, _request_id(ctxt) or "-")
+                # already logged with the request id; spare oslo.messaging a second traceback
+                raise oslo_messaging.ExpectedException()
+
+    @staticmethod
+    def _decode(method: str, ctxt: Any, decode: Callable[[], RequestSpec]) -> RequestSpec:
+        """The request's RequestSpec. A payload that cannot be decoded is the caller's
+        fault: InvalidRequest, logged once with the request id."""
+        try:
+            return decode()
+        except exceptions.InvalidRequest as exc:
+            LOG.warning(
+                "Rejected malformed %s request %s: %s", method, _request_id(ctxt) or "-", exc
+            )
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # a decoder that let a raw error escape: still the caller's payload at fault
+            LOG.warning(
+                "Rejected malformed %s request %s: %r", method, _request_id(ctxt) or "-", exc
+            )
+            raise exceptions.InvalidRequest(f"malformed request spec: {exc!r}") from exc
+
     def _notify(self, ctxt: Any, event_type: str, spec: Any) -> None:
         try:
             payload = {"request_spec": wire.legacy_request_spec_dict(spec)}
@@ -224,31 +242,15 @@ class SchedulerManager:
         document (docs/explain.md) of what every filter removed and why, each weigher's part
         and the host that would be chosen. Nothing is claimed or consumed. A request that
         no host fits is not an error here: the document carries the NoValidHost reason."""
-        with self.in_flight.track():
-            try:
-                return self._explain_destinations(ctxt, spec_obj, bool(all_hosts))
-            except exceptions.InvalidRequest:
-                raise oslo_messaging.ExpectedException()
-            except Exception:
-                LOG.exception(
-                    "explain_destinations failed for request %s", _request_id(ctxt) or "-"
-                )
-                raise oslo_messaging.ExpectedException()
+        with self._serving("explain_destinations", ctxt, ()):
+            return self._explain_destinations(ctxt, spec_obj, bool(all_hosts))
 
     def _explain_destinations(self, ctxt: Any, spec_obj: Any, all_hosts: bool) -> dict[str, Any]:
-        from scheduler.explain import dry_run as explain
+        from scheduler import explain
 
-        try:
-            spec = wire.request_spec_from_primitive(spec_obj)
-        except exceptions.InvalidRequest as exc:
-            LOG.warning(
-                "Rejected malformed explain_destinations request %s: %s",
-                _request_id(ctxt) or "-",
-                exc,
-            )
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise exceptions.InvalidRequest(f"malformed request spec: {exc!r}") from exc
+        spec = self._decode(
+            "explain_destinations", ctxt, lambda: wire.request_spec_from_primitive(spec_obj)
+        )
         custom = getattr(self.driver, "explain_destinations", None)
         if custom is not None:
             return custom(ctxt, spec, all_hosts=all_hosts)

@@ -31,15 +31,12 @@ from scheduler.objects import (
     SchedulerLimits,
     SchedulerRetries,
     Selection,
+    jsonable,
 )
+from scheduler.primitives import CHANGES, DATA, NAME, NAMESPACE, VERSION, unwrap
 
 LOG = logging.getLogger(__name__)
 
-NAME = "nova_object.name"
-NAMESPACE = "nova_object.namespace"
-VERSION = "nova_object.version"
-DATA = "nova_object.data"
-CHANGES = "nova_object.changes"
 
 # The major version we understand for each object; any minor version of it is accepted
 # (fields added by newer minors are ignored). Objects not listed are read as plain data.
@@ -228,19 +225,6 @@ def _list_objects(prim: Any, name: str, where: str) -> list[Any]:
     if not isinstance(objects, list):
         _bad(f"{where}.objects", "a list", objects)
     return objects
-
-
-def unwrap(value: Any) -> Any:
-    """``value`` with every nova object envelope replaced by its data, recursively."""
-    if isinstance(value, dict):
-        if DATA in value and NAME in value:
-            value = value[DATA]
-            if not isinstance(value, dict):
-                return value
-        return {k: unwrap(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
-    if isinstance(value, list):
-        return [unwrap(v) if isinstance(v, (dict, list)) else v for v in value]
-    return value
 
 
 def _primitive(name: str, version: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -750,18 +734,8 @@ def _image_dict(image: ImageMeta) -> dict[str, Any]:
         value = getattr(image, key)
         if value is not None:
             out[key] = value
-    out["properties"] = _jsonable(image.properties)
+    out["properties"] = jsonable(image.properties)
     return out
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted(_jsonable(v) for v in value)
-    return value
 
 
 def legacy_request_spec_dict(spec: RequestSpec) -> dict[str, Any]:
@@ -769,9 +743,9 @@ def legacy_request_spec_dict(spec: RequestSpec) -> dict[str, Any]:
     notifications (nova's ``to_legacy_request_spec_dict``), JSON-serialisable."""
     flavor = spec.flavor
     instance_properties = {
-        "numa_topology": _jsonable(spec.numa_topology),
+        "numa_topology": jsonable(spec.numa_topology),
         "pci_requests": (
-            {"instance_uuid": spec.instance_uuid, "requests": _jsonable(spec.pci_requests)}
+            {"instance_uuid": spec.instance_uuid, "requests": jsonable(spec.pci_requests)}
             if spec.pci_requests
             else None
         ),
@@ -808,7 +782,7 @@ def _numa_limits_primitive(value: Any) -> Any:
         network = data.get("network_metadata")
         if isinstance(network, dict) and not is_primitive(network):
             data["network_metadata"] = _primitive(
-                "NetworkMetadata", _NETWORK_METADATA_VERSION, _jsonable(network)
+                "NetworkMetadata", _NETWORK_METADATA_VERSION, jsonable(network)
             )
         return _primitive("NUMATopologyLimits", _NUMA_LIMITS_VERSION, data)
     raise TypeError(f"cannot encode limits numa_topology of type {_type_name(value)}")
@@ -988,7 +962,7 @@ def _request_level_params_primitive(params: RequestLevelParams) -> dict[str, Any
 def _numa_topology_primitive(topology: dict[str, Any]) -> dict[str, Any]:
     # Our model keeps the topology as plain data; the envelopes are put back the way nova
     # nests them (cells are InstanceNUMACell objects).
-    data = _jsonable(topology)
+    data = jsonable(topology)
     if isinstance(data.get("cells"), list):
         data["cells"] = [
             _sent("InstanceNUMACell", cell) if isinstance(cell, dict) else cell
@@ -1007,9 +981,9 @@ def request_spec_to_primitive(spec: RequestSpec) -> dict[str, Any]:
         {
             "availability_zone": spec.availability_zone,
             "flavor": _flavor_primitive(spec.flavor),
-            "force_hosts": _jsonable(spec.force_hosts),
-            "force_nodes": _jsonable(spec.force_nodes),
-            "ignore_hosts": _jsonable(spec.ignore_hosts),
+            "force_hosts": jsonable(spec.force_hosts),
+            "force_nodes": jsonable(spec.force_nodes),
+            "ignore_hosts": jsonable(spec.ignore_hosts),
             "image": _image_primitive(spec.image) if spec.image is not None else None,
             "instance_group": (
                 _group_primitive(spec.instance_group) if spec.instance_group is not None else None
@@ -1028,7 +1002,7 @@ def request_spec_to_primitive(spec: RequestSpec) -> dict[str, Any]:
                 {
                     "instance_uuid": spec.instance_uuid,
                     "requests": [
-                        _sent("InstancePCIRequest", _jsonable(r)) for r in spec.pci_requests
+                        _sent("InstancePCIRequest", jsonable(r)) for r in spec.pci_requests
                     ],
                 },
             ),
@@ -1043,13 +1017,13 @@ def request_spec_to_primitive(spec: RequestSpec) -> dict[str, Any]:
                 "NetworkRequestList",
                 {
                     "objects": [
-                        _sent("NetworkRequest", _jsonable(r)) for r in spec.requested_networks
+                        _sent("NetworkRequest", jsonable(r)) for r in spec.requested_networks
                     ]
                 },
             ),
             "requested_resources": [_request_group_primitive(g) for g in spec.requested_resources],
             "retry": _retry_primitive(spec.retry) if spec.retry is not None else None,
-            "scheduler_hints": _jsonable(spec.scheduler_hints),
+            "scheduler_hints": jsonable(spec.scheduler_hints),
             "user_id": spec.user_id,
         }
     )

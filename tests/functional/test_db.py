@@ -87,7 +87,7 @@ def test_reads_return_what_was_written(server_db):  # noqa: F811
     )
     load_fleet(fleet, engine, {cell["uuid"]: engine}, None)
 
-    nodes = {n["uuid"]: n for n in db.get_compute_nodes(engine)}
+    nodes = {n.uuid: n._asdict() for n in db.get_compute_nodes(engine)}
     for expected in fleet.compute_nodes[cell["uuid"]]:
         got = nodes[expected["uuid"]]
         for key in (
@@ -103,8 +103,8 @@ def test_reads_return_what_was_written(server_db):  # noqa: F811
         ):
             assert got[key] == expected[key], key
         assert str(got["host_ip"]) == expected["host_ip"]
-    services = {s["host"]: s for s in db.get_compute_services(engine)}
-    assert {h for h, s in services.items() if s["disabled"]} == fleet.disabled_hosts
+    services = {s.host: s for s in db.get_compute_services(engine)}
+    assert {h for h, s in services.items() if s.disabled} == fleet.disabled_hosts
     assert db.get_host_mappings(engine) == fleet.host_cells
     azs = db.get_aggregates_by_metadata(engine, key="availability_zone")
     assert {a["name"] for a in azs} == {"az1", "az2", "az3"}
@@ -137,15 +137,15 @@ def test_soft_deleted_rows_are_invisible_and_updated_since_sees_changes(server_d
             cn.update().where(cn.c.uuid == changed["uuid"]).values(free_ram_mb=1, updated_at=later)
         )
 
-    live = {n["uuid"] for n in db.get_compute_nodes(engine)}
+    live = {n.uuid for n in db.get_compute_nodes(engine)}
     assert victim["uuid"] not in live and len(live) == 4
-    assert victim["host"] not in {s["host"] for s in db.get_compute_services(engine)}
+    assert victim["host"] not in {s.host for s in db.get_compute_services(engine)}
     assert db.get_compute_nodes(engine, uuids=[victim["uuid"]]) == []
 
-    delta = {n["uuid"]: n for n in db.get_compute_nodes(engine, updated_since=later)}
+    delta = {n.uuid: n for n in db.get_compute_nodes(engine, updated_since=later)}
     assert set(delta) == {victim["uuid"], changed["uuid"]}
-    assert delta[victim["uuid"]]["deleted"] is True
-    assert delta[changed["uuid"]]["deleted"] is False and delta[changed["uuid"]]["free_ram_mb"] == 1
+    assert delta[victim["uuid"]].deleted != 0
+    assert delta[changed["uuid"]].deleted == 0 and delta[changed["uuid"]].free_ram_mb == 1
     assert db.get_compute_nodes(engine, updated_since=later + datetime.timedelta(seconds=1)) == []
     db.dispose_engines()
 
@@ -181,19 +181,19 @@ def test_manage_fleet_load_writes_real_placement(tmp_path, placement_service, ca
     api = db.get_engine(f"sqlite:///{tmp_path}/api.db")
     cell = db.get_engine(f"sqlite:///{tmp_path}/cell1.db")
     providers = {p["name"]: p for p in client.list_providers() if p["name"].startswith(prefix)}
-    nodes = {n["host"]: n for n in db.get_compute_nodes(cell)}
+    nodes = {n.host: n for n in db.get_compute_nodes(cell)}
     assert set(providers) == set(nodes)
-    disabled = {s["host"] for s in db.get_compute_services(cell) if s["disabled"]}
+    disabled = {s.host for s in db.get_compute_services(cell) if s.disabled}
     assert len(disabled) == 2
     az_uuid = {a["uuid"] for a in db.get_aggregates_by_metadata(api, key="availability_zone")}
     for host, node in nodes.items():
-        assert providers[host]["uuid"] == node["uuid"]
-        traits = set(_get(client, f"/resource_providers/{node['uuid']}/traits")["traits"])
+        assert providers[host]["uuid"] == node.uuid
+        traits = set(_get(client, f"/resource_providers/{node.uuid}/traits")["traits"])
         assert ("COMPUTE_STATUS_DISABLED" in traits) is (host in disabled)
-        aggs = set(_get(client, f"/resource_providers/{node['uuid']}/aggregates")["aggregates"])
+        aggs = set(_get(client, f"/resource_providers/{node.uuid}/aggregates")["aggregates"])
         assert len(aggs & az_uuid) == 1
         # the existing instances hold allocations matching the compute node's usage
-        assert client.get_usages(node["uuid"]).get("VCPU", 0) == node["vcpus_used"]
+        assert client.get_usages(node.uuid).get("VCPU", 0) == node.vcpus_used
     db.dispose_engines()
 
 

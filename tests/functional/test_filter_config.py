@@ -21,7 +21,7 @@ from db import models
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
-from scheduler.explain.dry_run import explain_request
+from scheduler.explain import explain_request
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud

@@ -222,10 +222,11 @@ def test_compute_nodes_hide_soft_deleted_rows(cell):
             [_node("h1", "u1"), _node("h2", "u2"), _node("h3", "u3", deleted=3, deleted_at=NOW)],
         )
     rows = db.get_compute_nodes(cell)
-    assert sorted(r["uuid"] for r in rows) == ["u1", "u2"]
-    assert all(r["deleted"] is False for r in rows)
-    assert rows[0]["hypervisor_type"] == "QEMU" and "cpu_allocation_ratio" in rows[0]
-    assert [r["uuid"] for r in db.get_compute_nodes(cell, uuids=["u2", "u3", "zz"])] == ["u2"]
+    assert all(type(r) is db.ComputeNodeRow for r in rows)
+    assert sorted(r.uuid for r in rows) == ["u1", "u2"]
+    assert all(r.deleted == 0 for r in rows)
+    assert rows[0].hypervisor_type == "QEMU" and "cpu_allocation_ratio" in rows[0]._fields
+    assert [r.uuid for r in db.get_compute_nodes(cell, uuids=["u2", "u3", "zz"])] == ["u2"]
     assert db.get_compute_nodes(cell, uuids=[]) == []
 
 
@@ -252,14 +253,14 @@ def test_compute_nodes_updated_since_includes_flagged_deletions(cell):
             ],
         )
     since = NOW - datetime.timedelta(minutes=1)
-    rows = {r["uuid"]: r for r in db.get_compute_nodes(cell, updated_since=since)}
+    rows = {r.uuid: r for r in db.get_compute_nodes(cell, updated_since=since)}
     assert set(rows) == {"u2", "u3", "u4"}
-    assert rows["u4"]["deleted"] is True and rows["u2"]["deleted"] is False
+    assert rows["u4"].deleted != 0 and rows["u2"].deleted == 0  # as stored: the row's id
     # an aware datetime means the same instant
     aware = since.replace(tzinfo=datetime.UTC)
-    assert {r["uuid"] for r in db.get_compute_nodes(cell, updated_since=aware)} == set(rows)
+    assert {r.uuid for r in db.get_compute_nodes(cell, updated_since=aware)} == set(rows)
     # a row written in the very second of the last read is not lost
-    assert "u2" in {r["uuid"] for r in db.get_compute_nodes(cell, updated_since=NOW)}
+    assert "u2" in {r.uuid for r in db.get_compute_nodes(cell, updated_since=NOW)}
 
 
 def test_compute_nodes_by_host_or_node(cell):
@@ -268,11 +269,11 @@ def test_compute_nodes_by_host_or_node(cell):
             models.compute_nodes.insert(),
             [_node("h1", "u1"), _node("h1", "u1b", hypervisor_hostname="h1-b"), _node("h2", "u2")],
         )
-    assert {r["uuid"] for r in db.get_compute_nodes_by_host_or_node(cell, host="h1")} == {
+    assert {r.uuid for r in db.get_compute_nodes_by_host_or_node(cell, host="h1")} == {
         "u1",
         "u1b",
     }
-    assert [r["uuid"] for r in db.get_compute_nodes_by_host_or_node(cell, node="h1-b")] == ["u1b"]
+    assert [r.uuid for r in db.get_compute_nodes_by_host_or_node(cell, node="h1-b")] == ["u1b"]
 
 
 def test_compute_services_only_live_nova_compute_with_disabled(cell):
@@ -294,14 +295,15 @@ def test_compute_services_only_live_nova_compute_with_disabled(cell):
                 _service("h1", binary="nova-conductor", topic="conductor"),
             ],
         )
-    rows = {r["host"]: r for r in db.get_compute_services(cell)}
+    rows = {r.host: r for r in db.get_compute_services(cell)}
+    assert all(type(r) is db.ServiceRow for r in rows.values())
     assert set(rows) == {"h1", "h2"}
-    assert rows["h2"]["disabled"] is True and rows["h2"]["disabled_reason"] == "maint"
-    assert rows["h1"]["forced_down"] is False
+    assert rows["h2"].disabled is True and rows["h2"].disabled_reason == "maint"
+    assert rows["h1"].forced_down is False
     since = NOW - datetime.timedelta(minutes=5)
-    # changes include soft-deleted services, flagged, so a cache can drop them
-    changed = {r["host"]: r["deleted"] for r in db.get_compute_services(cell, updated_since=since)}
-    assert changed == {"h1": False, "h3": True}
+    # changes include soft-deleted services (deleted: the row's id), so a cache can drop them
+    changed = {r.host: r.deleted for r in db.get_compute_services(cell, updated_since=since)}
+    assert changed == {"h1": 0, "h3": 3}
     assert db.get_minimum_service_version(cell) == 74
     assert db.get_minimum_service_version(cell, "nova-scheduler") is None
 
@@ -317,9 +319,9 @@ def test_touch_services_heartbeats_only_reporting_services(cell):
             ],
         )
     assert db.touch_services(cell, now=NOW) == 1
-    rows = {r["host"]: r for r in db.get_compute_services(cell)}
-    assert rows["up"]["last_seen_up"] == NOW and rows["up"]["report_count"] == 6
-    assert rows["never"]["last_seen_up"] == old
+    rows = {r.host: r for r in db.get_compute_services(cell)}
+    assert rows["up"].last_seen_up == NOW and rows["up"].report_count == 6
+    assert rows["never"].last_seen_up == old
     assert db.touch_services(cell, hosts=["never"], only_reporting=False, now=NOW) == 1
 
 
@@ -340,9 +342,7 @@ def test_instance_uuids_by_host_skips_deleted(cell):
     assert db.get_instance_uuids_by_host(cell, hosts=[]) == {}
 
 
-def test_compute_node_rows_are_tuples_and_reported_since_sees_only_updates(cell):
-    from db import queries
-
+def test_compute_node_rows_are_named_tuples_and_reported_since_sees_only_updates(cell):
     old = NOW - datetime.timedelta(hours=1)
     with cell.begin() as conn:
         conn.execute(
@@ -355,19 +355,19 @@ def test_compute_node_rows_are_tuples_and_reported_since_sees_only_updates(cell)
             ],
         )
     since = NOW - datetime.timedelta(minutes=1)
-    cols = queries.COMPUTE_NODE_COLUMNS
-    live = {r[0]: dict(zip(cols, r, strict=True)) for r in queries.get_compute_node_rows(cell)}
+    live = {r.uuid: r for r in db.get_compute_nodes(cell)}
     assert set(live) == {"u1", "u2", "u3"}
-    assert (live["u2"]["host"], live["u2"]["free_ram_mb"]) == ("fresh", 123)
-    window = {r[0]: r[-1] for r in queries.get_compute_node_rows(cell, updated_since=since)}
+    assert (live["u2"].host, live["u2"].free_ram_mb) == ("fresh", 123)
+    assert isinstance(live["u2"], tuple)  # as cheap as one: compared and hashed as one
+    window = {r.uuid: r.deleted for r in db.get_compute_nodes(cell, updated_since=since)}
     assert window == {"u2": 0, "u3": 0, "u4": 4}
     # the per-request read: the rows whose updated_at moved, nothing else
-    assert [r[0] for r in queries.get_compute_node_rows(cell, reported_since=since)] == ["u2"]
+    assert [r.uuid for r in db.get_compute_nodes(cell, reported_since=since)] == ["u2"]
+    with pytest.raises(TypeError, match="alone"):
+        db.get_compute_nodes(cell, ["u2"], reported_since=since)
 
 
 def test_compute_node_reports_leave_out_the_reports_already_applied(cell):
-    from db import queries
-
     old = NOW - datetime.timedelta(hours=1)
     later = NOW + datetime.timedelta(seconds=1)
     with cell.begin() as conn:
@@ -381,19 +381,17 @@ def test_compute_node_reports_leave_out_the_reports_already_applied(cell):
             ],
         )
     since = NOW - datetime.timedelta(minutes=1)
-    applied = {r[0]: r for r in queries.get_compute_node_rows(cell, reported_since=since)}
+    applied = {r.uuid: r for r in db.get_compute_nodes(cell, reported_since=since)}
     assert set(applied) == {"u2", "u3", "u4"}
     # u3 was applied at an older report, u4 not at all
-    known = {"u2": applied["u2"], "u3": applied["u3"][:-3] + (NOW,) + applied["u3"][-2:]}
-    rows = queries.get_compute_node_reports(cell, since, known)
-    assert sorted(r[0] for r in rows) == ["u3", "u4"]
-    assert {r[0]: r for r in rows}["u3"] == applied["u3"]  # whole rows, as the other reads
-    assert queries.get_compute_node_reports(cell, since, applied) == []
+    known = {"u2": applied["u2"], "u3": applied["u3"]._replace(updated_at=NOW)}
+    rows = db.get_compute_node_reports(cell, since, known)
+    assert sorted(r.uuid for r in rows) == ["u3", "u4"]
+    assert {r.uuid: r for r in rows}["u3"] == applied["u3"]  # whole rows, as the other reads
+    assert db.get_compute_node_reports(cell, since, applied) == []
 
 
 def test_compute_service_rows_window_includes_heartbeats_and_deletions(cell):
-    from db import queries
-
     old = NOW - datetime.timedelta(hours=1)
     with cell.begin() as conn:
         conn.execute(
@@ -404,12 +402,8 @@ def test_compute_service_rows_window_includes_heartbeats_and_deletions(cell):
                 _service("gone", created_at=old, updated_at=old, deleted=3, deleted_at=NOW),
             ],
         )
-    cols = queries.SERVICE_COLUMNS
-    live = [dict(zip(cols, r, strict=True)) for r in queries.get_compute_service_rows(cell)]
-    assert sorted(r["host"] for r in live) == ["beating", "quiet"]
+    live = db.get_compute_services(cell)
+    assert sorted(r.host for r in live) == ["beating", "quiet"]
     since = NOW - datetime.timedelta(minutes=1)
-    window = {
-        r[cols.index("host")]: r[cols.index("deleted")]
-        for r in queries.get_compute_service_rows(cell, updated_since=since)
-    }
+    window = {r.host: r.deleted for r in db.get_compute_services(cell, updated_since=since)}
     assert set(window) == {"beating", "gone"} and window["gone"] != 0

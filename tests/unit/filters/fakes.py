@@ -11,6 +11,7 @@ from scheduler.conf import CONF
 from scheduler.hosts.state import HostState
 from scheduler.hosts.table import HostTable
 from scheduler.objects import Aggregate, Flavor, ImageMeta, InstanceGroup, RequestSpec
+from scheduler.request import SchedulingRequest
 
 NOW = datetime.datetime(2026, 5, 1, 12, 0, 0)
 
@@ -46,14 +47,16 @@ def make_spec(
     group: InstanceGroup | None = None,
     hints: dict[str, list[Any]] | None = None,
     instance_uuid: str | None = "inst-1",
-) -> RequestSpec:
-    return RequestSpec(
+) -> SchedulingRequest:
+    """A request as the driver hands it to filters and weighers."""
+    spec = RequestSpec(
         flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1, extra_specs=dict(extra_specs or {})),
         image=ImageMeta(properties=dict(image_props)) if image_props is not None else None,
         instance_group=group,
         scheduler_hints=dict(hints or {}),
         instance_uuid=instance_uuid,
     )
+    return SchedulingRequest.of(spec)
 
 
 def make_aggregate(agg_id: int, **metadata: str) -> Aggregate:

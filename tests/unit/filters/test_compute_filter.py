@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import datetime
+import types
 from unittest import mock
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from filters import compute_filter
 from filters.compute_filter import ComputeFilter
-from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override
+from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override, tabled
 
 
 def ago(seconds: float) -> datetime.datetime:
@@ -103,3 +106,42 @@ def test_batch_filter_hosts_equals_per_host_host_passes(service_list, down_time)
         per_host = [(h, filt.host_passes(h, spec)) for h in hosts]
     assert outcome.passed == [h for h, r in per_host if r]
     assert outcome.rejected == [(h, r.reason) for h, r in per_host if not r]
+
+
+down_times = st.one_of(
+    st.integers(0, 150),
+    st.floats(0, 150).map(lambda v: round(v, 7)),
+    st.sampled_from([2**32, 2**40, 10**20, -1, float("inf")]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(services, max_size=12), down_times)
+def test_columns_equal_per_host_for_any_service_down_time(service_list, down_time):
+    # the column path decides every down_time now (one rule), fractions and huge ones included
+    hosts = [make_host(f"h{i}", service=s) for i, s in enumerate(service_list)]
+    table, rows = tabled(hosts)
+    spec = make_spec()
+    filt = ComputeFilter()
+    filt.now = lambda: NOW
+    # service_down_time is an IntOpt; a float reaches the filter only through its module
+    conf = types.SimpleNamespace(service_down_time=down_time)
+    with (
+        mock.patch.object(compute_filter.LOG, "warning"),
+        mock.patch.object(compute_filter, "CONF", conf),
+    ):
+        outcome = filt.filter_rows(table, rows, spec)
+        per_host = [filt.host_passes(h, spec) for h in hosts]
+    assert outcome is not None
+    assert np.asarray(outcome.keep, dtype=bool).tolist() == [bool(r) for r in per_host]
+    codes = [] if outcome.codes is None else outcome.codes.tolist()
+    assert [outcome.reasons[c] for c, r in zip(codes, per_host, strict=True) if not r] == [
+        r.reason for r in per_host if not r
+    ]
+
+
+def test_a_service_that_is_not_a_mapping_is_an_error_not_a_verdict():
+    host = make_host()
+    host.service = ["not", "a", "dict"]
+    with pytest.raises(TypeError, match="not a mapping"):
+        ComputeFilter().host_passes(host, make_spec())

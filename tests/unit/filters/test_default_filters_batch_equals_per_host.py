@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from filters.affinity_filter import ServerGroupAffinityFilter, ServerGroupAntiAffinityFilter
 from filters.all_hosts_filter import AllHostsFilter
 from filters.compute_capabilities_filter import ComputeCapabilitiesFilter
-from filters.compute_filter import ComputeFilter, _heartbeat_window
+from filters.compute_filter import ComputeFilter
 from filters.image_props_filter import ImagePropertiesFilter
+from scheduler.hosts import table as host_table
 from scheduler.objects import InstanceGroup
 from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override
 
@@ -103,15 +104,16 @@ def test_compute_filter_batch_equals_per_host(case):
         assert_batch_equals_per_host(filt, hosts, make_spec())
 
 
-def test_heartbeat_window_only_for_whole_seconds_that_fit():
+def test_heartbeat_bounds_are_now_plus_or_minus_the_down_time():
     minute = datetime.timedelta(seconds=60)
-    assert _heartbeat_window(NOW, 60) == (NOW - minute, NOW + minute)
-    assert _heartbeat_window(NOW, 60.0) == (NOW - minute, NOW + minute)
-    assert _heartbeat_window(NOW, 59.5) is None
-    assert _heartbeat_window(NOW, -1) is None
-    assert _heartbeat_window(NOW, 2**40) is None
-    assert _heartbeat_window(NOW, True) is None
-    assert _heartbeat_window(datetime.datetime.max, 60) is None
+    assert host_table.heartbeat_bounds(NOW, 60) == (NOW - minute, NOW + minute)
+    assert host_table.heartbeat_bounds(NOW, 60.0) == (NOW - minute, NOW + minute)
+    half = datetime.timedelta(seconds=59.5)
+    assert host_table.heartbeat_bounds(NOW, 59.5) == (NOW - half, NOW + half)
+    earliest, latest = host_table.heartbeat_bounds(NOW, -1)
+    assert earliest > latest  # no heartbeat is recent
+    assert host_table.heartbeat_bounds(NOW, 2**40) == (datetime.datetime.min, datetime.datetime.max)
+    assert host_table.heartbeat_bounds(datetime.datetime.max, 60)[1] == datetime.datetime.max
 
 
 def test_compute_filter_batch_equals_per_host_with_debug_logging(caplog):

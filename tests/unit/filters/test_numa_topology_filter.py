@@ -323,11 +323,14 @@ def test_chain_with_pci_filter_groups_reasons_and_skips_on_rebuild() -> None:
 
 def test_request_spec_from_nova_wire_and_limit_back_on_the_wire() -> None:
     from scheduler.objects import SchedulerLimits, Selection
+    from scheduler.request import SchedulingRequest
     from scheduler.rpc import wire
 
     s = spec(PINNED_2, pci_requests=[alias_request("gpu", vendor_id=GPU[0], product_id=GPU[1])])
     s.instance_uuid = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b2a"
-    decoded = wire.request_spec_from_primitive(wire.request_spec_to_primitive(s))
+    decoded = SchedulingRequest.of(
+        wire.request_spec_from_primitive(wire.request_spec_to_primitive(s))
+    )
     assert decoded.numa_topology["cells"][0]["pcpuset"] == [0, 1]
     assert decoded.pci_requests[0]["alias_name"] == "gpu"
     h = host(topology=smt_host(), pci_stats=pool_list(pool(*GPU, 1, 0)))

@@ -158,12 +158,18 @@ def test_load_fleet_writes_databases_and_placement(dbs):
     }
     for cell_uuid, engine in cells.items():
         nodes = db.get_compute_nodes(engine)
-        services = {s["host"]: s for s in db.get_compute_services(engine)}
-        assert sorted(n["uuid"] for n in nodes) == sorted(
+        services = {s.host: s for s in db.get_compute_services(engine)}
+        assert sorted(n.uuid for n in nodes) == sorted(
             n["uuid"] for n in fleet.compute_nodes[cell_uuid]
         )
+        with engine.connect() as conn:
+            service_ids = dict(
+                conn.execute(
+                    sa.select(models.compute_nodes.c.host, models.compute_nodes.c.service_id)
+                ).all()
+            )
         for n in nodes:
-            assert services[n["host"]]["id"] == n["service_id"]
+            assert services[n.host].id == service_ids[n.host]
         live = {i["uuid"] for i in fleet.instances[cell_uuid] if not i["deleted_at"]}
         seen = set().union(*db.get_instance_uuids_by_host(engine).values()) if live else set()
         assert seen == live

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from filters.handler import FilterError
+from filters import BaseHostFilter
+from filters.handler import FilterError, FilterHandler
 from placement_client import (
     AllocationCandidates,
     ClaimConflict,
@@ -227,6 +228,15 @@ class Cloud:
         self.placement = FakePlacement(hosts)
         self.host_manager = FakeHostManager(hosts, aggregates)
         self.driver = FilterScheduler(placement=self.placement, host_manager=self.host_manager)
+        # every request's own state, for tests of what scheduling recorded there
+        self.requests: list[Any] = []
+        new_request = self.driver.new_request
+
+        def capture(context: Any, spec: RequestSpec) -> Any:
+            self.requests.append(new_request(context, spec))
+            return self.requests[-1]
+
+        self.driver.new_request = capture
 
     def select(self, spec: RequestSpec, uuids: list[str] | None = None, alternates=False):
         if uuids is None:
@@ -289,15 +299,29 @@ def test_chosen_host_consumes_the_flavor(cloud):
     assert cloud.hosts["host-c"].free_ram_mb == 8192
 
 
+class RecordLimitsFilter(BaseHostFilter):
+    """Records limits for the request, as the Ram/Core/NUMA filters do."""
+
+    def host_passes(self, host_state, spec_obj):
+        spec_obj.set_host_limit(host_state, "memory_mb", 12288.0)
+        spec_obj.set_host_limit(host_state, "vcpu", 32.0)
+        return True
+
+
 def test_selection_carries_the_host_aggregate_availability_zone_and_limits():
     agg = Aggregate(id=1, uuid="agg-1", name="az1", metadata={"availability_zone": "az1"})
     cloud = Cloud([make_host("host-a", aggregates=[agg])])
-    cloud.hosts["host-a"].limits = {"memory_mb": 12288.0, "vcpu": 32.0}
+    defaults = cloud.driver.filter_handler
+    cloud.driver.filter_handler = FilterHandler([RecordLimitsFilter()])
     sel = cloud.select(make_spec())[0][0]
     assert sel.availability_zone == "az1"
     assert sel.limits.memory_mb == 12288.0
     assert sel.limits.vcpu == 32.0
     assert sel.limits.disk_gb is None
+    # the limits were this request's: the next request's filters record none
+    cloud.driver.filter_handler = defaults
+    sel = cloud.select(make_spec())[0][0]
+    assert (sel.limits.memory_mb, sel.limits.vcpu) == (None, None)
 
 
 def test_default_availability_zone_follows_the_config(cloud):
@@ -420,7 +444,9 @@ def test_anti_affinity_group_spreads_and_grows_the_group_hosts(cloud):
     group = InstanceGroup(uuid="g", policy="anti-affinity", members=list(uuids))
     result = cloud.select(make_spec(group=group, num_instances=3), uuids)
     assert sorted(chosen_hosts(result)) == ["host-a", "host-b", "host-c"]
-    assert group.hosts == chosen_hosts(result)
+    # the request's copy of the group grows; the caller's spec is not changed
+    assert cloud.requests[-1].instance_group.hosts == chosen_hosts(result)
+    assert group.hosts == []
     for uuid, selections in zip(uuids, result, strict=True):
         assert uuid in cloud.hosts[selections[0].nodename].instances
 
@@ -441,7 +467,8 @@ def test_affinity_group_stacks_on_one_host(cloud):
     group = InstanceGroup(uuid="g", policy="affinity", members=["i-1", "i-2", "i-3"])
     result = cloud.select(make_spec(group=group, num_instances=3), ["i-1", "i-2", "i-3"])
     assert chosen_hosts(result) == ["host-b"] * 3
-    assert group.hosts == ["host-b"] * 3
+    assert cloud.requests[-1].instance_group.hosts == ["host-b"] * 3
+    assert group.hosts == []
     assert cloud.hosts["host-b"].num_instances == 3
 
 
@@ -565,7 +592,9 @@ def test_claimed_candidate_mappings_are_recorded_on_the_request_groups(cloud):
     cloud.placement.requesters = ("port-1",)
     group = RequestGroup(requester_id="port-1", resources={"NET_BW_EGR_KILOBIT_PER_SEC": 10})
     result = cloud.select(make_spec(requested_resources=[group]))
-    assert group.provider_uuids == [result[0][0].compute_node_uuid]
+    [recorded] = cloud.requests[-1].requested_resources
+    assert recorded.provider_uuids == [result[0][0].compute_node_uuid]
+    assert group.provider_uuids == []
 
 
 def test_dedicated_cpu_flavor_asks_placement_twice_and_merges_the_answers(cloud):
@@ -717,7 +746,9 @@ def test_requested_node_alone_names_its_host(cloud):
     dest = Destination(node="host-c")
     result = cloud.select(make_spec(requested_destination=dest))
     assert chosen_hosts(result) == ["host-c"]
-    assert (dest.host, dest.node) == ("host-c", "host-c")
+    recorded = cloud.requests[-1].requested_destination
+    assert (recorded.host, recorded.node) == ("host-c", "host-c")
+    assert (dest.host, dest.node) == (None, "host-c")
 
 
 def test_unknown_forced_or_requested_host_is_no_such_host(cloud):

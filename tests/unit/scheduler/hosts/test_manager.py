@@ -552,10 +552,10 @@ def test_an_unchanged_cell_rereads_only_the_slack_window(env, monkeypatch):
         env.add_host(c1, f"h{i}")
     hm = env.manager()
     calls = []
-    real_nodes, real_services = queries.get_compute_node_rows, queries.get_compute_service_rows
+    real_nodes, real_services = queries.get_compute_nodes, queries.get_compute_services
 
-    def nodes(engine, updated_since=None, reported_since=None):
-        rows = real_nodes(engine, updated_since=updated_since, reported_since=reported_since)
+    def nodes(engine, uuids=None, updated_since=None):
+        rows = real_nodes(engine, uuids, updated_since)
         calls.append(("nodes", updated_since, len(rows)))
         return rows
 
@@ -564,8 +564,8 @@ def test_an_unchanged_cell_rereads_only_the_slack_window(env, monkeypatch):
         calls.append(("services", updated_since, len(rows)))
         return rows
 
-    monkeypatch.setattr(queries, "get_compute_node_rows", nodes)
-    monkeypatch.setattr(queries, "get_compute_service_rows", services)
+    monkeypatch.setattr(queries, "get_compute_nodes", nodes)
+    monkeypatch.setattr(queries, "get_compute_services", services)
 
     before = _utcnow()
     first = hm.get_host_states_by_uuids(None)
@@ -807,7 +807,7 @@ def test_a_slow_cell_is_skipped_and_does_not_starve_the_others(env, monkeypatch,
     env.add_host(slow, "h-slow")
     slow_url = str(env.cells[slow].url)
     release = threading.Event()
-    real = queries.get_compute_service_rows
+    real = queries.get_compute_services
     calls = {"slow": 0}
 
     def services(engine, updated_since=None):
@@ -816,7 +816,7 @@ def test_a_slow_cell_is_skipped_and_does_not_starve_the_others(env, monkeypatch,
             release.wait(10)
         return real(engine, updated_since=updated_since)
 
-    monkeypatch.setattr(queries, "get_compute_service_rows", services)
+    monkeypatch.setattr(queries, "get_compute_services", services)
     hm = env.manager()
     with caplog.at_level(logging.WARNING, logger="scheduler.hosts.manager"):
         for _ in range(3):

@@ -1,0 +1,188 @@
+"""Which package may import which (docs/architecture.md, "Packages and who may import whom").
+
+Every module of the product is read as text (nothing is imported) and each of its imports,
+at the top or inside a function, is checked against the rules below. A new import that
+breaks a rule fails here with the module, the line and the rule: move the code to the
+package that owns it instead of adding an exception.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("scheduler", "filters", "weighers", "placement_client", "db")
+
+# what sits above the request path: only the console commands and the demo may use it
+_TOP = ("scheduler.cmd", "scheduler.demo")
+_SERVICE = ("scheduler.rpc", "scheduler.drivers", "scheduler.explain", *_TOP)
+
+# module prefix -> prefixes it must not import (a prefix matches the module and its children)
+RULES: dict[str, tuple[str, ...]] = {
+    # the leaves: HTTP to Placement, nova's tables
+    "placement_client": ("scheduler", "filters", "weighers", "db"),
+    "db": ("scheduler", "filters", "weighers", "placement_client"),
+    # the model every stage shares
+    "scheduler.objects": ("scheduler.", "filters", "weighers", "db", "placement_client"),
+    "scheduler.exceptions": ("scheduler.", "filters", "weighers", "db", "placement_client"),
+    "scheduler.conf": ("scheduler.", "filters", "weighers", "db", "placement_client"),
+    "scheduler.primitives": ("scheduler.", "filters", "weighers", "db", "placement_client"),
+    "scheduler.request": (*_SERVICE, "scheduler.hosts", "scheduler.placement", "filters"),
+    # pure maths over plain data
+    "scheduler.resources": (
+        *_SERVICE,
+        "scheduler.hosts",
+        "scheduler.placement",
+        "filters",
+        "weighers",
+        "db",
+        "placement_client",
+    ),
+    # plugins see the request, the host state and the maths; never the wire, RPC, I/O
+    "filters": (
+        *_SERVICE,
+        "scheduler.placement",
+        "scheduler.hosts.manager",
+        "scheduler.hosts.instances",
+        "weighers",
+        "db",
+        "placement_client",
+    ),
+    "weighers": (
+        *_SERVICE,
+        "scheduler.placement",
+        "scheduler.hosts.manager",
+        "scheduler.hosts.instances",
+        "filters",
+        "db",
+        "placement_client",
+    ),
+    # the host cache reads the cell databases; it knows nothing of requests in flight
+    "scheduler.hosts": (
+        *_SERVICE,
+        "scheduler.placement",
+        "filters",
+        "weighers",
+        "placement_client",
+    ),
+    # the Placement query
+    "scheduler.placement": (*_SERVICE, "scheduler.hosts", "filters", "weighers", "db"),
+    # the drivers decide; they do not speak RPC and do not run explain
+    "scheduler.drivers": (
+        "scheduler.rpc",
+        "scheduler.explain.dry_run",
+        "scheduler.explain.render",
+        "scheduler.explain.request_file",
+        *_TOP,
+        "db",
+    ),
+    # explain runs the driver's public steps on the driver object it is given
+    "scheduler.explain": (
+        "scheduler.drivers",
+        "scheduler.rpc.manager",
+        "scheduler.rpc.service",
+        "scheduler.rpc.rpcapi",
+        "scheduler.rpc.transport",
+        *_TOP,
+        "db",
+    ),
+    # the RPC edge reaches the driver through the object the service loads
+    "scheduler.rpc": (
+        *_TOP,
+        "scheduler.drivers",
+        "scheduler.hosts",
+        "scheduler.placement",
+        "filters",
+        "weighers",
+        "db",
+        "placement_client",
+    ),
+}
+
+
+def _matches(module: str, prefix: str) -> bool:
+    if prefix.endswith("."):
+        return module.startswith(prefix)
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, imported module, names taken from it) for every import of the module."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [alias.name for alias in node.names]
+            out.append((node.lineno, node.module, names))
+            # "from scheduler import explain" imports the module scheduler.explain
+            out.extend((node.lineno, f"{node.module}.{name}", []) for name in names)
+    return out
+
+
+def _product_modules() -> list[tuple[str, Path]]:
+    return sorted(
+        (_module_name(path), path) for pkg in PACKAGES for path in (ROOT / pkg).rglob("*.py")
+    )
+
+
+def test_every_rule_names_a_package_that_exists():
+    modules = {name for name, _ in _product_modules()}
+    for owner, forbidden in RULES.items():
+        assert any(_matches(m, owner) for m in modules), owner
+        for prefix in forbidden:
+            assert any(_matches(m, prefix.rstrip(".")) or _matches(m, prefix) for m in modules), (
+                f"rule for {owner} names {prefix}, which does not exist"
+            )
+
+
+@pytest.mark.parametrize("owner", sorted(RULES))
+def test_packages_import_only_what_their_layer_allows(owner):
+    broken = []
+    for name, path in _product_modules():
+        if not _matches(name, owner):
+            continue
+        # a more specific rule (scheduler.hosts for scheduler.hosts.state) is checked on its own
+        if any(
+            other != owner and _matches(name, other) and len(other) > len(owner) for other in RULES
+        ):
+            continue
+        for line, imported, _ in _imports(path):
+            for prefix in RULES[owner]:
+                if _matches(imported, prefix) and not _matches(imported, owner):
+                    broken.append(f"{path.relative_to(ROOT)}:{line} imports {imported} ({prefix})")
+    assert broken == []
+
+
+def test_no_module_takes_another_packages_private_names():
+    taken = []
+    for name, path in _product_modules():
+        package = name.rsplit(".", 1)[0]
+        for line, imported, names in _imports(path):
+            if not imported.startswith(PACKAGES) or imported.rsplit(".", 1)[0] == package:
+                continue
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private:
+                taken.append(f"{path.relative_to(ROOT)}:{line} takes {private} from {imported}")
+    assert taken == []
+
+
+def test_the_rules_catch_a_forbidden_import(tmp_path):
+    # the checker itself: a filter importing the wire codec is refused
+    bad = ROOT / "filters" / "_probe_import_rules.py"
+    bad.write_text("from scheduler.rpc import wire\n")
+    try:
+        with pytest.raises(AssertionError, match="filters/_probe_import_rules.py:1 imports"):
+            test_packages_import_only_what_their_layer_allows("filters")
+    finally:
+        bad.unlink()
