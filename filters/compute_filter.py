@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from oslo_utils import timeutils
 
 from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome
 from scheduler.conf import CONF
@@ -26,10 +27,6 @@ DOWN = Reject("service down")
 _WARN_HOSTS = 10
 # RowOutcome reasons, by code
 _ROW_REASONS = [DISABLED.reason, FORCED_DOWN.reason, DOWN.reason]
-
-
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 def _warn_down(count: int, named: list[Any]) -> None:
@@ -53,7 +50,7 @@ class ComputeFilter(BaseHostFilter):
 
     def now(self) -> datetime.datetime:
         """The current time, naive UTC (an instance may be given another clock in tests)."""
-        return _utcnow()
+        return timeutils.utcnow()
 
     def _window(self) -> tuple[datetime.datetime, ...]:
         return host_table.heartbeat_bounds(self.now(), CONF.service_down_time)

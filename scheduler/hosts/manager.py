@@ -35,6 +35,8 @@ from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from oslo_utils import timeutils
+
 import db
 from db import queries
 from scheduler.conf import CONF
@@ -78,10 +80,6 @@ _SVC_STABLE = tuple(
     for name in queries.ServiceRow._fields
     if name not in _HEARTBEAT_COLUMNS
 )
-
-
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 @dataclass(slots=True)
@@ -364,7 +362,7 @@ class HostManager:
             return _CellRead(view, view.hosts, view.servable)
         try:
             engine = db.get_engine(cell.database_connection)
-            started = _utcnow()
+            started = timeutils.utcnow()
             now = time.monotonic()
             full = view.read_started_at is None or (
                 now - view.full_read_at >= _FULL_RESYNC_SECONDS

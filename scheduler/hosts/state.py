@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn
 
 from oslo_concurrency import lockutils
+from oslo_utils import timeutils
 
 from db.queries import ComputeNodeRow, ServiceRow
 from scheduler.objects import Aggregate, RequestSpec
@@ -30,10 +31,6 @@ from scheduler.resources import numa, pci
 LOG = logging.getLogger(__name__)
 # serializes the first use of each HostState's lock (see HostState._lock)
 _LOCK_CREATION = threading.Lock()
-
-
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 def _json_or(value: Any, default: Any) -> Any:
@@ -281,7 +278,9 @@ class HostState:
         self.limits: Mapping[str, Any] = NO_LIMITS
         self.updated: datetime.datetime | None = None
         self.compute_updated_at: datetime.datetime | None = None
-        self.allocation_candidates: list[dict[str, Any]] = []
+        # nova's per-request attribute, empty here: this request's candidates for the host
+        # are spec_obj.candidates_for(host_state)
+        self.allocation_candidates: tuple[dict[str, Any], ...] = ()
         # the HostTable mirroring this host (a weak reference) and the host's row in it;
         # None / -1 outside any table (see scheduler/hosts/table.py)
         self._table: Any = None
@@ -456,7 +455,7 @@ class HostState:
                     )
                     if pools is not None:
                         self.pci_stats = pools
-                self.updated = _utcnow()
+                self.updated = timeutils.utcnow()
             except Exception:  # nova logs and swallows: a bad spec must not poison the cache
                 LOG.exception("Error consuming %s on host %s", spec_obj.instance_uuid, self.host)
             if self._table is not None:

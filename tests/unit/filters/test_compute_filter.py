@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oslo_utils import timeutils
 
 from filters import compute_filter
 from filters.compute_filter import ComputeFilter
@@ -21,7 +22,7 @@ def ago(seconds: float) -> datetime.datetime:
 
 
 def passes(service, now=NOW):
-    with mock.patch.object(compute_filter, "_utcnow", return_value=now):
+    with mock.patch.object(timeutils, "utcnow", return_value=now):
         return ComputeFilter().host_passes(make_host(service=service), make_spec())
 
 
@@ -98,7 +99,7 @@ def test_batch_filter_hosts_equals_per_host_host_passes(service_list, down_time)
     spec = make_spec()
     filt = ComputeFilter()
     with (
-        mock.patch.object(compute_filter, "_utcnow", return_value=NOW),
+        mock.patch.object(timeutils, "utcnow", return_value=NOW),
         mock.patch.object(compute_filter.LOG, "warning"),
         override("service_down_time", down_time),
     ):
