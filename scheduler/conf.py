@@ -153,6 +153,34 @@ scheduler_opts = [
         "are read on every request. 0 reads everything on every request. nova's own tolerance "
         "for heartbeats is service_down_time.",
     ),
+    cfg.FloatOpt(
+        "request_deadline",
+        default=300.0,
+        min=0.0,
+        help="(novasched) Seconds a select_destinations request may take, from its arrival, "
+        "before the scheduler stops claiming, rolls back every claim the request made and "
+        "answers NoValidHost. The caller's own limit, [DEFAULT] long_rpc_timeout (1800 s), "
+        "applies too: the deadline is the earlier of the two, so no claim is made for a "
+        "caller who has stopped listening. A healthy request takes well under a second; 300 s "
+        "leaves room for a slow Placement while freeing a stuck request's claims long before "
+        "the conductor gives up. 0 leaves only long_rpc_timeout.",
+    ),
+    cfg.IntOpt(
+        "max_instances_per_request",
+        default=1000,
+        min=1,
+        help="(novasched) The most instances one select_destinations may ask for "
+        "(num_instances and the length of instance_uuids); a larger request is refused as "
+        "InvalidRequest before any work.",
+    ),
+    cfg.IntOpt(
+        "max_request_bytes",
+        default=1048576,
+        min=1024,
+        help="(novasched) The largest decoded request (the RequestSpec and the other "
+        "arguments, measured as their JSON text) the scheduler reads; a larger one is refused "
+        "as InvalidRequest before any work. nova's own requests are a few kilobytes.",
+    ),
     cfg.IntOpt(
         "aggregate_cache_ttl",
         default=30,
