@@ -18,6 +18,9 @@ from placement_client.client import (
 )
 from placement_client.errors import (
     ClaimConflict,
+    ClaimConnectionLost,
+    ClaimOutcomeUnknown,
+    ClaimServerError,
     ConsumerGenerationConflict,
     PlacementClientError,
     PlacementConnectionError,
@@ -32,6 +35,9 @@ __all__ = [
     "AllocationCandidates",
     "AllocationCandidatesQuery",
     "ClaimConflict",
+    "ClaimConnectionLost",
+    "ClaimOutcomeUnknown",
+    "ClaimServerError",
     "ConsumerGenerationConflict",
     "PlacementClient",
     "PlacementClientError",

@@ -26,6 +26,8 @@ from requests.adapters import HTTPAdapter
 from placement_client.errors import (
     CONCURRENT_UPDATE,
     ClaimConflict,
+    ClaimConnectionLost,
+    ClaimServerError,
     ConsumerGenerationConflict,
     PlacementClientError,
     PlacementConnectionError,
@@ -182,14 +184,16 @@ class PlacementClient:
                     method, self.endpoint + path, headers=headers, data=data, timeout=self.timeout
                 )
         except requests.RequestException as exc:
-            raise PlacementConnectionError(
+            error = PlacementConnectionError(
                 f"Cannot reach Placement at {self.endpoint or '(keystone catalog)'} for "
                 f"{method} {path.split('?', 1)[0]}: {_connection_problem(exc)}. Check that "
                 "Placement is running and that the [placement] endpoint settings point at it.",
                 method=method,
                 path=path,
                 request_id=request_id,
-            ) from exc
+            )
+            error.may_have_landed = not _never_sent(exc)
+            raise error from exc
         content = resp.content
         parsed: Any = None
         if content:
@@ -206,8 +210,16 @@ class PlacementClient:
         from keystoneauth1 import exceptions as ks_exc
 
         try:
-            return self._ks.request(path, method, headers=headers, data=data, raise_exc=False)
-        except (ks_exc.ConnectionError, ks_exc.EndpointNotFound, ks_exc.DiscoveryFailure) as exc:
+            return self._ks.request(
+                path, method, headers=headers, data=data, raise_exc=False, timeout=self.timeout
+            )
+        except ks_exc.ConnectTimeout as exc:
+            # keystoneauth turns every requests Timeout (read timeouts too) into this one
+            raise requests.Timeout(str(exc)) from exc
+        except (ks_exc.EndpointNotFound, ks_exc.DiscoveryFailure) as exc:
+            # no endpoint to send to: certainly never sent
+            raise requests.ConnectionError(f"Failed to establish a new connection: {exc}") from exc
+        except ks_exc.ConnectionError as exc:
             raise requests.ConnectionError(str(exc)) from exc
         except ks_exc.ClientException as exc:
             raise PlacementError(
@@ -362,8 +374,13 @@ class PlacementClient:
 
         Raises ``ClaimConflict`` when the host cannot take it (capacity, inventory
         constraints, or provider-generation races that outlast ``claim_retries`` attempts),
-        ``ConsumerGenerationConflict`` when the consumer changed under us, and other
-        ``PlacementError``s otherwise. ``alloc_request`` is not modified.
+        ``ConsumerGenerationConflict`` when the consumer changed under us,
+        ``PlacementClientError`` for another refusal: in these cases nothing was written.
+        ``ClaimOutcomeUnknown`` (``ClaimConnectionLost`` or ``ClaimServerError``) when the
+        PUT was sent and its answer lost or a 5xx: it may have landed, and the caller must
+        find out (``get_allocations_for_consumer``). A plain ``PlacementConnectionError``
+        means that Placement was not reached: nothing was written. ``alloc_request`` is not
+        modified.
         """
         path = f"/allocations/{consumer_uuid}"
         allocations = alloc_request["allocations"]
@@ -386,7 +403,14 @@ class PlacementClient:
         orphan_retried = False
         while True:
             attempt += 1
-            answer = self._request("PUT", path, MV_CLAIM, body=payload, request_id=request_id)
+            try:
+                answer = self._request("PUT", path, MV_CLAIM, body=payload, request_id=request_id)
+            except PlacementConnectionError as exc:
+                if not exc.may_have_landed:
+                    raise
+                raise ClaimConnectionLost.wrap(exc, allocations, current_allocs) from exc
+            except PlacementServerError as exc:
+                raise ClaimServerError.wrap(exc, allocations, current_allocs) from exc
             if answer.status == 204:
                 LOG.debug("[%s] claimed for consumer %s", request_id, consumer_uuid)
                 return
@@ -716,6 +740,33 @@ def _connection_problem(exc: requests.RequestException) -> str:
         if marker in text:
             return marker.lower()
     return type(exc).__name__
+
+
+# what a failure says when the request never left this process (nothing was written)
+_NEVER_SENT_MARKERS = (
+    "Connection refused",
+    "Failed to establish a new connection",
+    "NewConnectionError",
+    "Name or service not known",
+    "nodename nor servname",
+    "Temporary failure in name resolution",
+    "No route to host",
+    "Network is unreachable",
+)
+
+
+def _never_sent(exc: requests.RequestException) -> bool:
+    """True when the request certainly did not reach Placement: the connection was never
+    made (refused, name not resolved, connect timeout). A read timeout, a reset or a
+    closed connection may come after Placement got the request, so they are False."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    if isinstance(exc, requests.Timeout):
+        return False
+    text = str(exc)
+    return isinstance(exc, requests.ConnectionError) and any(
+        marker in text for marker in _NEVER_SENT_MARKERS
+    )
 
 
 def _header(headers: Any, name: str) -> str | None:

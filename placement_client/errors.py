@@ -10,6 +10,15 @@ a message an operator can act on. The scheduler tells them apart by type:
 * ``PlacementConnectionError`` / ``PlacementServerError``: Placement is unreachable or
   broken; nothing to do but report it.
 * ``PlacementClientError``: Placement refused the request itself (400, 403, 404, 406 ...).
+* ``ClaimOutcomeUnknown``: a claim's PUT may or may not have landed (timeout or dropped
+  connection after it was sent, 5xx). ``ClaimConnectionLost`` (also a
+  ``PlacementConnectionError``) and ``ClaimServerError`` (also a ``PlacementServerError``)
+  say which; the error carries the allocations the PUT wrote, so that the caller can ask
+  ``GET /allocations/{consumer}`` whether it landed and delete it if it is not wanted.
+
+A ``PlacementConnectionError`` raised for a claim that is not a ``ClaimOutcomeUnknown``
+never reached Placement (connection refused, name not resolved, connect timeout): nothing
+was written.
 """
 
 from __future__ import annotations
@@ -49,7 +58,12 @@ class PlacementError(Exception):
 
 
 class PlacementConnectionError(PlacementError):
-    """Placement could not be reached (refused, DNS, TLS, timeout)."""
+    """Placement could not be reached (refused, DNS, TLS, timeout, connection dropped).
+
+    ``may_have_landed`` is False when the request certainly never reached Placement
+    (connection refused, name not resolved, connect timeout), True otherwise."""
+
+    may_have_landed: bool = True
 
 
 class PlacementServerError(PlacementError):
@@ -68,6 +82,42 @@ class ClaimConflict(PlacementError):
 class ConsumerGenerationConflict(PlacementError):
     """The consumer's allocations were changed by someone else (409
     ``placement.concurrent_update`` "consumer generation conflict")."""
+
+
+class ClaimOutcomeUnknown(PlacementError):
+    """A claim whose PUT may have landed: Placement's answer was lost (timeout, dropped
+    connection) or was a 5xx. ``allocations`` is what the PUT would have written
+    (``{rp: {"resources": {rc: n}}}``), ``previous`` what the consumer held before it."""
+
+    allocations: dict[str, Any]
+    previous: dict[str, Any]
+
+    @classmethod
+    def wrap(
+        cls, exc: PlacementError, allocations: dict[str, Any], previous: dict[str, Any]
+    ) -> ClaimOutcomeUnknown:
+        err = cls(
+            exc.message,
+            status=exc.status,
+            code=exc.code,
+            detail=exc.detail,
+            request_id=exc.request_id,
+            method=exc.method,
+            path=exc.path,
+        )
+        err.allocations = allocations
+        err.previous = previous
+        return err
+
+
+class ClaimConnectionLost(ClaimOutcomeUnknown, PlacementConnectionError):
+    """The claim's PUT was sent but no answer came (read timeout, connection reset or
+    closed): it may have landed, and Placement is not answering."""
+
+
+class ClaimServerError(ClaimOutcomeUnknown, PlacementServerError):
+    """Placement (or a proxy in front of it) answered the claim's PUT with a 5xx: it may
+    have landed."""
 
 
 def parse_error_body(body: Any) -> tuple[str | None, str, str | None]:

@@ -18,6 +18,7 @@ group's hosts, the instance uuid of a multi-create) are private copies.
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,8 +59,19 @@ class SchedulingRequest(RequestSpec):
     narrowed: list[tuple[int, str]] = field(default_factory=list)
     last_report: Any = None  # the FilterReport of the last instance
     claimed: list[str] = field(default_factory=list)  # instance uuids with a claim
-    claim_failures: int = 0
+    # instance uuids whose claim may have landed but could not be checked: the rollback
+    # deletes their allocations too (DELETE of a consumer without allocations is harmless)
+    possibly_claimed: list[str] = field(default_factory=list)
+    claim_failures: int = 0  # claims Placement clearly refused (409, other 4xx)
+    claim_errors: int = 0  # claims that failed otherwise (5xx, an outcome found not landed)
     placement_errors: list[str] = field(default_factory=list)
+    # the error that showed Placement cannot be reached; no further claim is tried
+    placement_unreachable: str = ""
+    # when the request must stop claiming (time.monotonic() seconds; the driver sets it
+    # from the arrival and the smaller of long_rpc_timeout and request_deadline), and the
+    # length of that budget in seconds
+    deadline: float = math.inf
+    deadline_seconds: float = math.inf
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
 
     @classmethod

@@ -14,7 +14,9 @@ best hosts and the rollback are the driver's alone.
 from __future__ import annotations
 
 import logging
+import math
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,7 +27,10 @@ from placement_client import (
     MV_CLAIM,
     AllocationCandidates,
     ClaimConflict,
+    ClaimOutcomeUnknown,
     ConsumerGenerationConflict,
+    PlacementClientError,
+    PlacementConnectionError,
     PlacementError,
 )
 from scheduler.conf import CONF
@@ -44,6 +49,75 @@ from scheduler.request import SchedulingRequest
 from weighers.handler import WeighedHost, WeightHandler, load_weighers
 
 LOG = logging.getLogger(__name__)
+# the clock of request deadlines (a module-level name so that tests can move it)
+_clock = time.monotonic
+
+
+class DeferredDeletes:
+    """Allocations a rollback could not delete because Placement did not answer.
+
+    They are retried every ``interval`` seconds on a thread of their own until Placement takes
+    them, so that a failed request leaves no claim behind once Placement is back. A new claim
+    for the same instance takes it off the list first (its allocation is no longer ours to
+    delete)."""
+
+    def __init__(self, placement: Any, interval: float = 1.0):
+        self._placement = placement
+        self.interval = interval
+        self._pending: dict[str, str | None] = {}  # instance uuid -> request id
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def add(self, instance_uuid: str, request_id: str | None) -> None:
+        with self._lock:
+            self._pending[instance_uuid] = request_id
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(
+                    target=self._run, name="novasched-deferred-deletes", daemon=True
+                )
+                self._thread.start()
+
+    def discard(self, instance_uuid: str) -> None:
+        if self._pending:  # the common case: nothing pending, no lock
+            with self._lock:
+                self._pending.pop(instance_uuid, None)
+
+    def pending(self) -> list[str]:
+        with self._lock:
+            return list(self._pending)
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stopped:
+            self._wake.wait(self.interval)
+            with self._lock:
+                items = list(self._pending.items())
+                if not items:
+                    self._thread = None
+                    return
+            for instance_uuid, request_id in items:
+                try:
+                    self._placement.delete_allocation_for_instance(
+                        instance_uuid, request_id=request_id
+                    )
+                except Exception as exc:  # Placement still away: the next round tries again
+                    LOG.debug("Deferred delete of %s failed again: %s", instance_uuid, exc)
+                    break
+                with self._lock:
+                    self._pending.pop(instance_uuid, None)
+                LOG.info(
+                    "Deleted the allocation of instance %s left by rolled-back request %s",
+                    instance_uuid,
+                    request_id or "-",
+                )
 
 
 @dataclass(slots=True)
@@ -85,6 +159,7 @@ class FilterScheduler:
             host_manager = HostManager(conf)
         self.placement = placement
         self.host_manager = host_manager
+        self.deferred_deletes = DeferredDeletes(placement)
         prefilters.warn_unimplemented_toggles(conf)
         if self._needs_instance_details() and hasattr(host_manager, "instance_details"):
             host_manager.instance_details = True
@@ -118,6 +193,7 @@ class FilterScheduler:
             self.host_manager.start_refresher()
 
     def stop(self) -> None:
+        self.deferred_deletes.stop()
         self.host_manager.stop()
 
     def update_aggregates(self, aggregates: list[Any]) -> None:
@@ -167,13 +243,28 @@ class FilterScheduler:
 
     # -- the steps (public: explain runs them too) -------------------------------------------
     def new_request(self, context: Any, spec: RequestSpec) -> SchedulingRequest:
-        """The request's own state for ``spec``; the spec itself is never changed."""
-        return SchedulingRequest.of(
+        """The request's own state for ``spec``; the spec itself is never changed. Its
+        deadline starts now: the smaller of ``[DEFAULT] long_rpc_timeout`` (the caller's
+        wait) and ``[scheduler] request_deadline`` (0: none)."""
+        req = SchedulingRequest.of(
             spec,
             request_id=getattr(context, "request_id", None),
             project_id=getattr(context, "project_id", None),
             user_id=getattr(context, "user_id", None),
         )
+        req.deadline_seconds = self._deadline_seconds()
+        req.deadline = _clock() + req.deadline_seconds
+        return req
+
+    def _deadline_seconds(self) -> float:
+        limit = math.inf
+        caller = getattr(self.conf, "long_rpc_timeout", None)
+        if caller:
+            limit = float(caller)
+        own = self.conf.scheduler.request_deadline
+        if own:
+            limit = min(limit, float(own))
+        return limit
 
     def all_hosts(self, req: SchedulingRequest) -> list[HostState]:
         """Every host of the request's cells, without asking Placement (rebuild checks)."""
@@ -386,11 +477,18 @@ class FilterScheduler:
         self, req: SchedulingRequest, host: HostState, instance_uuid: str
     ) -> dict[str, Any] | None:
         """Claim the host's first allocation request for the instance; None when the host
-        has no candidate or Placement refused (the caller tries the next host)."""
+        has no candidate or the claim was not made (the caller tries the next host, unless
+        ``req.placement_unreachable`` is set).
+
+        A claim whose outcome is unknown (answer lost, 5xx) is settled before returning:
+        used if it landed as asked, deleted if the consumer holds something else, and left
+        in ``req.possibly_claimed`` for the rollback if Placement cannot tell."""
         cands = req.candidates_for(host)
         if not cands:
             LOG.debug("Host %s has no allocation candidate left; skipping it", host.host)
             return None
+        # a rollback that could not reach Placement must not delete this new claim later
+        self.deferred_deletes.discard(instance_uuid)
         alloc_req = cands[0]
         LOG.debug(
             "Attempting to claim resources in the placement API for instance %s on %s",
@@ -411,20 +509,100 @@ class FilterScheduler:
                 f"Failed to claim resources for instance {instance_uuid}: its allocations were "
                 f"changed concurrently by another process ({exc})"
             ) from exc
-        except ClaimConflict as exc:
+        except ClaimOutcomeUnknown as exc:
+            LOG.warning(
+                "The claim of %s on %s may or may not have been made: %s; asking Placement",
+                instance_uuid,
+                host.host,
+                exc,
+            )
+            if self._settle_unknown_claim(req, instance_uuid, exc):
+                LOG.info("The claim of %s on %s was made after all", instance_uuid, host.host)
+                return alloc_req
+            if not req.placement_unreachable and isinstance(exc, PlacementConnectionError):
+                req.placement_unreachable = str(exc)
+            req.claim_errors += 1
+            req.placement_errors.append(str(exc))
+            return None
+        except (ClaimConflict, PlacementClientError) as exc:
             LOG.info(
                 "Unable to claim resources on %s for instance %s: %s", host.host, instance_uuid, exc
             )
             req.claim_failures += 1
+            if not isinstance(exc, ClaimConflict):
+                req.placement_errors.append(str(exc))
+            return None
+        except PlacementConnectionError as exc:
+            # never reached Placement: nothing was written, and no other host will do better
+            LOG.error("Placement unreachable claiming %s on %s: %s", instance_uuid, host.host, exc)
+            req.placement_unreachable = str(exc)
             return None
         except PlacementError as exc:
             LOG.warning("Placement error claiming %s on %s: %s", instance_uuid, host.host, exc)
-            req.claim_failures += 1
+            req.claim_errors += 1
             req.placement_errors.append(str(exc))
             return None
         finally:
             req.timings["claim"] = req.timings.get("claim", 0.0) + (time.perf_counter() - t0)
         return alloc_req
+
+    def _settle_unknown_claim(
+        self, req: SchedulingRequest, instance_uuid: str, exc: ClaimOutcomeUnknown
+    ) -> bool:
+        """Find out with ``GET /allocations/{consumer}`` whether a claim whose answer was
+        lost landed. True: the consumer holds exactly what the claim wrote (the host is
+        claimed). False: it does not, and anything else it holds that this claim may have
+        written has been deleted. When Placement cannot answer, the consumer goes to
+        ``req.possibly_claimed`` (the rollback deletes it) and the request is marked
+        unreachable."""
+        wrote = _resources_by_provider(getattr(exc, "allocations", None))
+        before = _resources_by_provider(getattr(exc, "previous", None))
+        try:
+            record = self.placement.get_allocations_for_consumer(
+                instance_uuid, request_id=req.request_id
+            )
+            held = _resources_by_provider((record or {}).get("allocations"))
+            if wrote and held == wrote:
+                return True
+            if not held or held == before:
+                LOG.info("The claim of %s was not made", instance_uuid)
+            else:
+                LOG.warning(
+                    "Instance %s holds allocations that are not this claim's; deleting them",
+                    instance_uuid,
+                )
+                self.placement.delete_allocation_for_instance(
+                    instance_uuid, request_id=req.request_id
+                )
+        except Exception as check_exc:  # any failure: we cannot account for the claim
+            LOG.error(
+                "Could not find out whether the claim of %s was made: %s; it will be deleted "
+                "when the request is rolled back",
+                instance_uuid,
+                check_exc,
+            )
+            if instance_uuid not in req.possibly_claimed:
+                req.possibly_claimed.append(instance_uuid)
+            if not req.placement_unreachable:
+                req.placement_unreachable = (
+                    f"{exc} (and whether the claim was made could not be checked: {check_exc})"
+                )
+            return False
+        if isinstance(exc, PlacementConnectionError) and instance_uuid not in req.possibly_claimed:
+            # a PUT still on its way inside Placement may land after our GET: the rollback
+            # deletes it once more
+            req.possibly_claimed.append(instance_uuid)
+        return False
+
+    def _check_deadline(self, req: SchedulingRequest) -> None:
+        """Past the request's deadline no claim is made: NoValidHost (the caller rolls
+        back every claim of the request)."""
+        if _clock() >= req.deadline:
+            raise NoValidHost(
+                f"The request ran past its deadline of {req.deadline_seconds:g} s "
+                "([scheduler] request_deadline, [DEFAULT] long_rpc_timeout) after placing "
+                f"{len(req.claimed)} instance(s); every claim of the request was deleted"
+            )
 
     def _schedule(
         self,
@@ -448,11 +626,14 @@ class FilterScheduler:
                     break
                 claimed = None
                 for host in hosts:
+                    self._check_deadline(req)
                     alloc_req = self._claim(req, host, instance_uuid)
                     if alloc_req is not None:
                         claimed = (host, alloc_req)
                         req.claimed.append(instance_uuid)
                         break
+                    if req.placement_unreachable:
+                        break  # no other host can be claimed without Placement
                 if claimed is None:
                     LOG.debug("Unable to successfully claim against any host.")
                     break
@@ -565,20 +746,27 @@ class FilterScheduler:
         )
 
     def _rollback(self, req: SchedulingRequest, hosts: Iterable[HostState]) -> None:
-        for instance_uuid in req.claimed:
+        # every consumer this request may have written: its claims, and the claims whose
+        # outcome could not be settled (DELETE is idempotent)
+        consumers = list(dict.fromkeys(req.claimed + req.possibly_claimed))
+        for instance_uuid in consumers:
             try:
                 self.placement.delete_allocation_for_instance(
                     instance_uuid, request_id=req.request_id
                 )
-            except Exception as exc:  # best effort: the original error must reach the caller
+            except Exception as exc:  # the original error must reach the caller now
                 LOG.error(
-                    "Could not delete the allocation of instance %s while rolling back: %s",
+                    "Could not delete the allocation of instance %s while rolling back: %s; "
+                    "retrying every %.0f s until Placement takes it",
                     instance_uuid,
                     exc,
+                    self.deferred_deletes.interval,
                 )
-        if req.claimed:
-            LOG.info("Rolled back the claims of %d instance(s)", len(req.claimed))
+                self.deferred_deletes.add(instance_uuid, req.request_id)
+        if consumers:
+            LOG.info("Rolled back the claims of %d instance(s)", len(consumers))
         req.claimed.clear()
+        req.possibly_claimed.clear()
         # our consumption is void: take the cell database's numbers again (nova clears
         # ``updated`` and rebuilds its HostStates on the next request; ours are cached)
         hosts = list(hosts)
@@ -606,11 +794,29 @@ class FilterScheduler:
                 more = ", ".join(f"{count} {why}" for count, why in req.narrowed)
                 text += (", " if ": " in text else ": ") + more
             parts.append(text)
-        elif req.claim_failures:
-            text = f"Placement refused {req.claim_failures} claim(s)"
+        elif req.placement_unreachable:
+            parts.append(f"Placement unreachable: {req.placement_unreachable}")
+        elif req.claim_failures or req.claim_errors:
+            texts = []
+            if req.claim_failures:
+                texts.append(f"Placement refused {req.claim_failures} claim(s)")
+            if req.claim_errors:
+                texts.append(f"{req.claim_errors} claim(s) failed on a Placement error")
+            text = "; ".join(texts)
             if req.placement_errors:
                 text += f"; last Placement error: {req.placement_errors[-1]}"
             parts.append(text + ".")
         else:
             parts.append("There are not enough hosts available.")
         return " ".join(parts)
+
+
+def _resources_by_provider(allocations: Any) -> dict[str, dict[str, int]]:
+    """``{rp: {rc: amount}}`` of an allocations record (generations and zeros left out),
+    so that what a claim wrote and what Placement holds can be compared."""
+    out: dict[str, dict[str, int]] = {}
+    for rp, alloc in (allocations or {}).items():
+        resources = {rc: int(n) for rc, n in ((alloc or {}).get("resources") or {}).items() if n}
+        if resources:
+            out[rp] = resources
+    return out

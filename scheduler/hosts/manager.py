@@ -2,9 +2,10 @@
 
 HostStates live in a cache keyed by compute-node uuid. Each request refreshes, per cell, only
 the rows changed since the last read, reading the cells in parallel with a per-cell timeout: a
-cell that fails or does not answer in time is skipped with a warning and the request goes on
-with the others. A host this scheduler consumed from keeps that consumption until its compute
-node reports newer data.
+cell that fails or does not answer in time is skipped and the request goes on with the others
+(``_CellHealth`` logs it once when it fails, with reminders, and once when it recovers). A
+host this scheduler consumed from keeps that consumption until its compute node reports newer
+data.
 
 Two kinds of read keep a cell current. Every request reads the compute nodes whose
 ``updated_at`` moved (usage reports: an index range scan). At most every
@@ -90,6 +91,133 @@ class Cell:
     disabled: bool = False
 
 
+class _CellHealth:
+    """Whether one cell answers, and what has been logged about it.
+
+    A read fails when it raises or runs longer than ``cell_timeout`` (found in flight that
+    long by a request, or ending that late). The first failure is logged (WARNING, naming the
+    cell), then at most one reminder every ``interval`` seconds while the cell keeps failing
+    (for how long, how many reads failed), and once when a read answers in time again (INFO).
+    Everything else, such as each request served without the cell, is logged at DEBUG.
+    """
+
+    __slots__ = ("failing_since", "failures", "reminded_at", "reading_since", "_counted", "_lock")
+
+    def __init__(self) -> None:
+        self.failing_since: float | None = None  # time.monotonic() of the first failure
+        self.failures = 0  # failed reads since then
+        self.reminded_at = 0.0  # time.monotonic() of the last WARNING about it
+        self.reading_since: float | None = None  # start of the read in flight
+        self._counted = False  # the read in flight is counted as failed already
+        self._lock = threading.Lock()
+
+    def read_started(self) -> None:
+        with self._lock:
+            self.reading_since = time.monotonic()
+            self._counted = False
+
+    def read_ended(
+        self,
+        cell: Cell,
+        timeout: float,
+        interval: float,
+        request_id: str | None,
+        exc: BaseException | None = None,
+    ) -> None:
+        with self._lock:
+            now = time.monotonic()
+            took = now - (self.reading_since or now)
+            count = not self._counted
+            self.reading_since, self._counted = None, False
+            if exc is not None:
+                first = f"Error reading cell {cell.name} ({cell.uuid}){_req(request_id)}: {exc}"
+                self._failed(cell, now, interval, first, f"error: {exc}", request_id, count)
+            elif took > timeout:
+                first = (
+                    f"Reading cell {cell.name} ({cell.uuid}) took {took:.1f} s: it did not "
+                    f"answer within cell_timeout ({timeout:.1f} s){_req(request_id)}"
+                )
+                reason = f"a read took {took:.1f} s, longer than cell_timeout"
+                self._failed(cell, now, interval, first, reason, request_id, count)
+            elif self.failing_since is not None:
+                LOG.info(
+                    "Cell %s (%s) answers again after %.1f s (%d failed read(s))",
+                    cell.name,
+                    cell.uuid,
+                    now - self.failing_since,
+                    self.failures,
+                )
+                self.failing_since, self.failures, self.reminded_at = None, 0, 0.0
+
+    def timed_out(
+        self, cell: Cell, timeout: float, interval: float, request_id: str | None, *, waited: bool
+    ) -> bool:
+        """A request found the read in flight for longer than ``timeout`` (``waited``: it
+        waited that long for it, and skips the cell). Counts the read as failed, once."""
+        with self._lock:
+            now = time.monotonic()
+            if not waited and (self.reading_since is None or now - self.reading_since <= timeout):
+                return False
+            count, self._counted = not self._counted, True
+            if waited:
+                first = (
+                    f"Timed out after {timeout:.1f} s waiting for cell {cell.name} "
+                    f"({cell.uuid}): it did not answer within cell_timeout; skipping its "
+                    f"hosts{_req(request_id)}"
+                )
+            else:
+                first = (
+                    f"Cell {cell.name} ({cell.uuid}) did not answer within cell_timeout "
+                    f"({timeout:.1f} s): a read has been in flight for "
+                    f"{now - (self.reading_since or now):.1f} s; serving its hosts as last "
+                    f"read{_req(request_id)}"
+                )
+            reason = f"did not answer within cell_timeout ({timeout:.1f} s)"
+            self._failed(cell, now, interval, first, reason, request_id, count)
+            return True
+
+    def _failed(
+        self,
+        cell: Cell,
+        now: float,
+        interval: float,
+        first: str,
+        reason: str,
+        request_id: str | None,
+        count: bool,
+    ) -> None:
+        if self.failing_since is None:
+            self.failing_since = self.reminded_at = now
+            self.failures = 1
+            LOG.warning("%s", first)
+            return
+        self.failures += count
+        if now - self.reminded_at >= interval:
+            self.reminded_at = now
+            LOG.warning(
+                "Cell %s (%s) has been failing for %.0f s, %d failed read(s); last: %s%s",
+                cell.name,
+                cell.uuid,
+                now - self.failing_since,
+                self.failures,
+                reason,
+                _req(request_id),
+            )
+        else:
+            LOG.debug(
+                "Cell %s (%s) still failing (%d failed read(s)): %s%s",
+                cell.name,
+                cell.uuid,
+                self.failures,
+                reason,
+                _req(request_id),
+            )
+
+
+def _req(request_id: str | None) -> str:
+    return f" (request {request_id})" if request_id else ""
+
+
 @dataclass(slots=True)
 class _CellView:
     """What we hold of one cell: its HostStates and how far we have read it."""
@@ -116,6 +244,7 @@ class _CellView:
     window_read_at: float = 0.0  # time.monotonic() of the last window read
     full_read_at: float = 0.0  # time.monotonic() of the last whole read
     lock: threading.Lock = field(default_factory=threading.Lock)
+    health: _CellHealth = field(default_factory=_CellHealth)
 
 
 class _CellRead(NamedTuple):
@@ -161,6 +290,8 @@ class HostManager:
         self.window_read_interval = float(
             getattr(conf.scheduler, "service_refresh_interval", _WINDOW_READ_SECONDS)
         )
+        # seconds between two reminders that a cell is still failing (_CellHealth)
+        self.cell_failure_log_interval = 60.0
         # per-host instance lists kept current by nova-compute's casts (nova's _instance_info)
         self.instance_tracker = InstanceTracker(conf, loader=self._read_host_instances)
         # Set by the driver when a plugin needs more than the uuids of the instances on every
@@ -315,8 +446,8 @@ class HostManager:
         for cell in cells:
             try:
                 loaded += len(self._refresh_cell(cell, window=True).hosts)
-            except Exception as exc:
-                LOG.warning("Could not read cell %s at start-up: %s", cell.name, exc)
+            except Exception as exc:  # logged by the cell's _CellHealth
+                LOG.debug("Could not read cell %s at start-up: %s", cell.name, exc)
         LOG.info(
             "Loaded %d host(s) from %d cell(s) in %.1f s",
             loaded,
@@ -345,9 +476,17 @@ class HostManager:
                 try:
                     self._refresh_cell(cell, window=True)
                 except Exception as exc:  # the next round tries again; requests go on
-                    LOG.warning("Could not refresh cell %s: %s", cell.name, exc)
+                    # (logged once, with reminders, by the cell's _CellHealth)
+                    LOG.debug("Could not refresh cell %s: %s", cell.name, exc)
 
-    def _refresh_cell(self, cell: Cell, window: bool = False, *, wait: bool = True) -> _CellRead:
+    def _refresh_cell(
+        self,
+        cell: Cell,
+        window: bool = False,
+        *,
+        wait: bool = True,
+        request_id: str | None = None,
+    ) -> _CellRead:
         """Read what changed in one cell and apply it to its HostStates.
 
         ``window`` forces a read of the whole change window (services, creations,
@@ -355,69 +494,85 @@ class HostManager:
         read before and is being read right now (by the refresher, or another request) is
         returned as it is, without a read of its own. Returns the cell's view and its
         HostStates at that moment (a dict no one modifies), so callers can iterate it while
-        another request refreshes the same cell.
+        another request refreshes the same cell. The cell's ``_CellHealth`` logs what fails:
+        a read that raises or runs longer than ``cell_timeout``, even one not waited for.
         """
         view = self._view(cell)
+        timeout = self.conf.scheduler.cell_timeout
+        interval = self.cell_failure_log_interval
         if not view.lock.acquire(blocking=wait or view.read_started_at is None):
+            # the read in flight may be stuck (a locked table): say so, once
+            view.health.timed_out(cell, timeout, interval, request_id, waited=False)
             return _CellRead(view, view.hosts, view.servable)
         try:
-            engine = db.get_engine(cell.database_connection)
-            started = timeutils.utcnow()
-            now = time.monotonic()
-            full = view.read_started_at is None or (
-                now - view.full_read_at >= _FULL_RESYNC_SECONDS
-                # with a refresher, requests leave the whole read to it (unless it is stuck)
-                and (
-                    window
-                    or not self._refreshing()
-                    or now - view.full_read_at >= 2 * _FULL_RESYNC_SECONDS
-                )
-            )
-            window_due = now - view.window_read_at >= self.window_read_interval * (
-                3 if self._refreshing() and not window else 1
-            )
-            if full or window or window_due:
-                since = None if full else view.read_started_at - _WATERMARK_SLACK
-                services = queries.get_compute_services(
-                    engine, updated_since=None if full else view.read_started_at - _SERVICE_SLACK
-                )
-                nodes = queries.get_compute_nodes(engine, updated_since=since)
-                if full:
-                    self._apply_full_read(view, services, nodes)
-                    # the rows of a whole read are not kept (they hold every report's text)
-                    nodes = []
-                    view.recent_rows = {}
-                else:
-                    self._apply_changes(view, services, nodes)
-                view.read_started_at = started
-                # from the end of the read: a read slower than the interval must not make
-                # every request a window read
-                view.window_read_at = time.monotonic()
-                if full:
-                    view.full_read_at = now
-                    # The cache is long-lived and free of reference cycles: move it out of
-                    # the cyclic GC's generations so full collections stop walking 10^5
-                    # HostStates (spikes of ~100 ms at 10k hosts). Freed objects still go by
-                    # reference counting.
-                    gc.freeze()
-            else:
-                # With the refresher, whose window reads go back the whole slack every
-                # second, a request need only cover DATETIME's whole seconds
-                slack = _REPORT_SLACK if self._refreshing() else _WATERMARK_SLACK
-                since = (view.nodes_read_started_at or view.read_started_at) - slack
-                # only the reports not applied yet are read whole (a report re-read within
-                # the slack is recognised by its updated_at; two reports of one node in one
-                # second of a DATETIME column look alike, and the next window read, which
-                # compares whole rows, applies the second)
-                nodes = queries.get_compute_node_reports(engine, since, view.recent_rows)
-                if nodes:
-                    self._apply_changes(view, [], nodes)
-            view.nodes_read_started_at = started
-            # what the next read (a window read) may re-read
-            self._remember_rows(view, nodes, started - _WATERMARK_SLACK)
-            return _CellRead(view, view.hosts, view.servable)
+            view.health.read_started()
+            try:
+                read = self._read_cell(view, cell, window)
+            except Exception as exc:
+                view.health.read_ended(cell, timeout, interval, request_id, exc)
+                raise
+            view.health.read_ended(cell, timeout, interval, request_id)
+            return read
         finally:
             view.lock.release()
+
+    def _read_cell(self, view: _CellView, cell: Cell, window: bool) -> _CellRead:
+        """The read of ``_refresh_cell``, under the view's lock."""
+        engine = db.get_engine(cell.database_connection)
+        started = timeutils.utcnow()
+        now = time.monotonic()
+        full = view.read_started_at is None or (
+            now - view.full_read_at >= _FULL_RESYNC_SECONDS
+            # with a refresher, requests leave the whole read to it (unless it is stuck)
+            and (
+                window
+                or not self._refreshing()
+                or now - view.full_read_at >= 2 * _FULL_RESYNC_SECONDS
+            )
+        )
+        window_due = now - view.window_read_at >= self.window_read_interval * (
+            3 if self._refreshing() and not window else 1
+        )
+        if full or window or window_due:
+            since = None if full else view.read_started_at - _WATERMARK_SLACK
+            services = queries.get_compute_services(
+                engine, updated_since=None if full else view.read_started_at - _SERVICE_SLACK
+            )
+            nodes = queries.get_compute_nodes(engine, updated_since=since)
+            if full:
+                self._apply_full_read(view, services, nodes)
+                # the rows of a whole read are not kept (they hold every report's text)
+                nodes = []
+                view.recent_rows = {}
+            else:
+                self._apply_changes(view, services, nodes)
+            view.read_started_at = started
+            # from the end of the read: a read slower than the interval must not make
+            # every request a window read
+            view.window_read_at = time.monotonic()
+            if full:
+                view.full_read_at = now
+                # The cache is long-lived and free of reference cycles: move it out of
+                # the cyclic GC's generations so full collections stop walking 10^5
+                # HostStates (spikes of ~100 ms at 10k hosts). Freed objects still go by
+                # reference counting.
+                gc.freeze()
+        else:
+            # With the refresher, whose window reads go back the whole slack every
+            # second, a request need only cover DATETIME's whole seconds
+            slack = _REPORT_SLACK if self._refreshing() else _WATERMARK_SLACK
+            since = (view.nodes_read_started_at or view.read_started_at) - slack
+            # only the reports not applied yet are read whole (a report re-read within
+            # the slack is recognised by its updated_at; two reports of one node in one
+            # second of a DATETIME column look alike, and the next window read, which
+            # compares whole rows, applies the second)
+            nodes = queries.get_compute_node_reports(engine, since, view.recent_rows)
+            if nodes:
+                self._apply_changes(view, [], nodes)
+        view.nodes_read_started_at = started
+        # what the next read (a window read) may re-read
+        self._remember_rows(view, nodes, started - _WATERMARK_SLACK)
+        return _CellRead(view, view.hosts, view.servable)
 
     @staticmethod
     def _remember_rows(
@@ -604,29 +759,28 @@ class HostManager:
                 if fut is None or fut.done():
                     # a request does not wait for a read already running (the refresher):
                     # the cell as it is now is at most one read old
-                    fut = self._executor.submit(self._refresh_cell, cell, window, wait=window)
+                    fut = self._executor.submit(
+                        self._refresh_cell, cell, window, wait=window, request_id=request_id
+                    )
                     self._inflight[key] = fut
                 futures[fut] = cell
         done, not_done = concurrent.futures.wait(futures, timeout=timeout)
         reads: list[_CellRead] = []
+        # a failing cell is logged by its _CellHealth: once when it fails, at most every
+        # cell_failure_log_interval while it fails, once when it answers again
         for fut, cell in futures.items():
             if fut in not_done:
-                LOG.warning(
-                    "Timed out after %.1f s waiting for cell %s (%s); skipping its hosts "
-                    "(request %s)",
-                    timeout,
-                    cell.name,
-                    cell.uuid,
-                    request_id or "-",
+                self._view(cell).health.timed_out(
+                    cell, timeout, self.cell_failure_log_interval, request_id, waited=True
                 )
                 continue
             exc = fut.exception()
             if exc is not None:
-                LOG.warning(
-                    "Error reading cell %s (%s); skipping its hosts (request %s): %s",
+                LOG.debug(
+                    "Skipping the hosts of cell %s (%s)%s: %s",
                     cell.name,
                     cell.uuid,
-                    request_id or "-",
+                    _req(request_id),
                     exc,
                 )
                 continue

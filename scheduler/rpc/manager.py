@@ -18,6 +18,7 @@ from typing import Any
 import oslo_messaging
 
 from scheduler import exceptions
+from scheduler.conf import CONF
 from scheduler.objects import RequestSpec
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc import wire
@@ -76,6 +77,27 @@ def _request_id(ctxt: Any) -> str | None:
     return getattr(ctxt, "request_id", None)
 
 
+def _log_id(ctxt: Any) -> str:
+    """The request id for a log line: the caller's, bounded."""
+    request_id = _request_id(ctxt)
+    if not request_id:
+        return "-"
+    if isinstance(request_id, str) and len(request_id) <= 100:
+        return request_id
+    return wire.excerpt(request_id, 100)
+
+
+# the longest InvalidRequest message quoted in a log line; a message names the field path and
+# quotes values through wire.excerpt, so this only bounds what a decoder forgot to bound
+_MAX_LOGGED_MESSAGE = 2000
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= _MAX_LOGGED_MESSAGE:
+        return text
+    return f"{text[:_MAX_LOGGED_MESSAGE]}... ({len(text)} chars)"
+
+
 class InFlightCounter:
     """Counts calls being served, so a graceful stop can wait for them to finish."""
 
@@ -116,10 +138,18 @@ class SchedulerManager:
 
     target = oslo_messaging.Target(version="4.5")
 
-    def __init__(self, driver: Any, *, notifier: Any = None, host: str | None = None):
+    def __init__(
+        self,
+        driver: Any,
+        *,
+        notifier: Any = None,
+        host: str | None = None,
+        conf: Any = None,
+    ):
         self.driver = driver
         self.notifier = notifier
         self.host = host
+        self.conf = conf if conf is not None else CONF
         self.in_flight = InFlightCounter()
 
     # -- select_destinations ---------------------------------------------------------------
@@ -160,16 +190,25 @@ class SchedulerManager:
         return_objects: bool,
         return_alternates: bool,
     ) -> list:
+        args: dict[str, Any] = {"instance_uuids": instance_uuids}
         if spec_obj is _SENTINEL or spec_obj is None:
             # RPC < 4.3: nova's conductor sent the legacy dicts
-            spec = self._decode(
+            args.update(request_spec=request_spec, filter_properties=filter_properties)
+            spec, instance_uuids = self._decode(
                 "select_destinations",
                 ctxt,
+                args,
                 lambda: wire.request_spec_from_legacy(request_spec or {}, filter_properties or {}),
+                instance_uuids,
             )
         else:
-            spec = self._decode(
-                "select_destinations", ctxt, lambda: wire.request_spec_from_primitive(spec_obj)
+            args["spec_obj"] = spec_obj
+            spec, instance_uuids = self._decode(
+                "select_destinations",
+                ctxt,
+                args,
+                lambda: wire.request_spec_from_primitive(spec_obj),
+                instance_uuids,
             )
 
         # alternates are only wanted by callers that can receive Selection objects
@@ -182,7 +221,7 @@ class SchedulerManager:
                 ctxt, spec, instance_uuids, want_alternates
             )
         except exceptions.NoValidHost as exc:
-            LOG.info("No valid host for request %s: %s", _request_id(ctxt) or "-", exc.reason)
+            LOG.info("No valid host for request %s: %s", _log_id(ctxt), exc.reason)
             raise NovaNoValidHost(exc.reason) from None
         if notify:
             self._notify(ctxt, "scheduler.select_destinations.end", spec)
@@ -204,27 +243,44 @@ class SchedulerManager:
             except (*expected, exceptions.InvalidRequest):
                 raise oslo_messaging.ExpectedException()
             except Exception:
-                LOG.exception("%s failed for request %s", method, _request_id(ctxt) or "-")
+                LOG.exception("%s failed for request %s", method, _log_id(ctxt))
                 # already logged with the request id; spare oslo.messaging a second traceback
                 raise oslo_messaging.ExpectedException()
 
-    @staticmethod
-    def _decode(method: str, ctxt: Any, decode: Callable[[], RequestSpec]) -> RequestSpec:
-        """The request's RequestSpec. A payload that cannot be decoded is the caller's
-        fault: InvalidRequest, logged once with the request id."""
+    def _decode(
+        self,
+        method: str,
+        ctxt: Any,
+        args: dict[str, Any],
+        decode: Callable[[], RequestSpec],
+        instance_uuids: Any = None,
+    ) -> tuple[RequestSpec, list[str] | None]:
+        """The request's RequestSpec and instance uuids, within the input limits, before any
+        work: the size and depth of the arguments (``[scheduler] max_request_bytes``), then
+        the decoding (strings, counts, flavor numbers), then the instances
+        (``[scheduler] max_instances_per_request``, distinct uuids). A payload past them is
+        the caller's fault: InvalidRequest, logged once with the request id and a bounded
+        message."""
+        limits = self.conf.scheduler
         try:
-            return decode()
+            wire.check_request_size(args, limits.max_request_bytes)
+            spec = decode()
+            uuids = wire.check_instances(
+                spec,
+                instance_uuids,
+                limits.max_instances_per_request,
+            )
+            return spec, uuids
         except exceptions.InvalidRequest as exc:
             LOG.warning(
-                "Rejected malformed %s request %s: %s", method, _request_id(ctxt) or "-", exc
+                "Rejected malformed %s request %s: %s", method, _log_id(ctxt), _bounded(str(exc))
             )
             raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             # a decoder that let a raw error escape: still the caller's payload at fault
-            LOG.warning(
-                "Rejected malformed %s request %s: %r", method, _request_id(ctxt) or "-", exc
-            )
-            raise exceptions.InvalidRequest(f"malformed request spec: {exc!r}") from exc
+            message = f"malformed request spec: {_bounded(wire.excerpt(exc, 500))}"
+            LOG.warning("Rejected malformed %s request %s: %s", method, _log_id(ctxt), message)
+            raise exceptions.InvalidRequest(message) from exc
 
     def _notify(self, ctxt: Any, event_type: str, spec: Any) -> None:
         try:
@@ -248,8 +304,11 @@ class SchedulerManager:
     def _explain_destinations(self, ctxt: Any, spec_obj: Any, all_hosts: bool) -> dict[str, Any]:
         from scheduler import explain
 
-        spec = self._decode(
-            "explain_destinations", ctxt, lambda: wire.request_spec_from_primitive(spec_obj)
+        spec, _ = self._decode(
+            "explain_destinations",
+            ctxt,
+            {"spec_obj": spec_obj},
+            lambda: wire.request_spec_from_primitive(spec_obj),
         )
         custom = getattr(self.driver, "explain_destinations", None)
         if custom is not None:
@@ -279,7 +338,7 @@ class SchedulerManager:
                 for agg in aggregates:
                     target(agg)
         except Exception:  # a cast has nobody to answer: log it, keep serving
-            LOG.exception("Could not apply %s (request %s)", method, _request_id(ctxt) or "-")
+            LOG.exception("Could not apply %s (request %s)", method, _log_id(ctxt))
         else:
             LOG.debug("Applied %s: %d aggregate(s)", method, len(aggregates))
 
@@ -307,7 +366,9 @@ class SchedulerManager:
     ) -> None:
         target = getattr(self.driver, method, None)
         if target is None:
-            LOG.debug("Driver has no %s; ignoring the cast from %s", method, host_name)
+            LOG.debug(
+                "Driver has no %s; ignoring the cast from %s", method, wire.excerpt(host_name)
+            )
             return
         try:
             target(host_name, decode())
@@ -315,8 +376,8 @@ class SchedulerManager:
             LOG.exception(
                 "Could not apply %s from %s (request %s)",
                 method,
-                host_name,
-                _request_id(ctxt) or "-",
+                wire.excerpt(host_name),
+                _log_id(ctxt),
             )
 
     # -- not RPC ---------------------------------------------------------------------------

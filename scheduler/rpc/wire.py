@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
+import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
+
+from oslo_utils import uuidutils
 
 from scheduler.exceptions import InvalidRequest
 from scheduler.objects import (
@@ -71,6 +74,57 @@ _LIMIT_FIELDS = ("numa_topology", "vcpu", "disk_gb", "memory_mb")
 _MISSING: Any = object()
 
 
+# -- limits on input ---------------------------------------------------------------------------
+# Checked while decoding (strings, counts, flavor numbers) or around it
+# (:func:`check_request_size` before, :func:`check_instances` after), so a request past
+# them is an InvalidRequest before the driver does any work.
+
+# nova's column sizes: project_id, user_id, availability_zone, flavor name, flavor extra-spec
+# keys and values are String(255); we use the same for every other short string.
+MAX_STRING_LENGTH = 255
+# nova's Text columns (a flavor's description) and comma-joined aggregate uuid lists
+MAX_TEXT_LENGTH = 65535
+MAX_EXTRA_SPECS = 1000
+MAX_HINTS = 1000
+MAX_HINT_VALUES = 1000
+# JsonFilter's ``query`` hint is a JSON document, not a name
+_LONG_HINTS = frozenset({"query"})
+# nova's flavor API: integers up to the database's INT
+MAX_FLAVOR_NUMBER = 2**31 - 1
+MAX_DEPTH = 32
+EXCERPT_CHARS = 200
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = EXCERPT_CHARS
+_REPR.maxother = EXCERPT_CHARS
+_REPR.maxlevel = 3
+_REPR.maxdict = _REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxfrozenset = 6
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A repr of ``value`` of at most about ``limit`` characters, for messages and log lines:
+    a longer value is cut and says how long it was (``'aaaa'... (20971520 chars)``).
+    Never builds a copy of a large value."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}... ({len(value)} chars)"
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a broken __repr__ must not turn a rejection into a crash
+        text = f"<{_type_name(value)}>"
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if isinstance(value, (dict, list, tuple, set, frozenset)) and "..." in text:
+        text += f" ({len(value)} items)"
+    return text
+
+
+def _key(name: Any) -> str:
+    """A dict key as it goes into a field path, bounded."""
+    return excerpt(name, 60)
+
+
 # -- checking values -------------------------------------------------------------------------
 
 
@@ -83,7 +137,15 @@ def _fail(where: str, problem: str) -> NoReturn:
 
 
 def _bad(where: str, expected: str, value: Any) -> NoReturn:
-    _fail(where, f"expected {expected}, got {value!r} ({_type_name(value)})")
+    _fail(where, f"expected {expected}, got {excerpt(value)} ({_type_name(value)})")
+
+
+def _too_long(where: str, length: int, limit: int) -> NoReturn:
+    _fail(where, f"is {length} characters long; the limit is {limit}")
+
+
+def _too_many(where: str, count: int, limit: int, what: str) -> NoReturn:
+    _fail(where, f"has {count} {what}; the limit is {limit}")
 
 
 def _as_int(value: Any, where: str) -> int:
@@ -92,7 +154,7 @@ def _as_int(value: Any, where: str) -> int:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) <= 64:
         try:
             return int(value.strip())
         except ValueError:
@@ -103,7 +165,7 @@ def _as_int(value: Any, where: str) -> int:
 def _as_float(value: Any, where: str) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) <= 64:
         try:
             return float(value)
         except ValueError:
@@ -121,28 +183,37 @@ def _as_bool(value: Any, where: str) -> bool:
     _bad(where, "a boolean", value)
 
 
-def _as_str(value: Any, where: str) -> str:
+def _as_str(value: Any, where: str, limit: int = MAX_STRING_LENGTH) -> str:
     # nova's StringField turns numbers into strings.
     if isinstance(value, str):
+        if len(value) > limit:
+            _too_long(where, len(value), limit)
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     _bad(where, "a string", value)
 
 
-def _as_str_list(value: Any, where: str) -> list[str]:
+def _as_text(value: Any, where: str) -> str:
+    return _as_str(value, where, MAX_TEXT_LENGTH)
+
+
+def _as_str_list(
+    value: Any, where: str, limit: int = MAX_STRING_LENGTH, max_items: int | None = None
+) -> list[str]:
     if isinstance(value, (set, frozenset)):
         # in-process legacy callers hand over real sets
         value = sorted(value, key=str)
     elif not isinstance(value, (list, tuple)):
         _bad(where, "a list of strings", value)
-    out = []
-    for item in value:
-        if isinstance(item, str):
-            out.append(item)
-        else:
-            out.append(_as_str(item, where + "[]"))
-    return out
+    if max_items is not None and len(value) > max_items:
+        _too_many(where, len(value), max_items, "items")
+    return [_as_str(item, f"{where}[{i}]", limit) for i, item in enumerate(value)]
+
+
+def _as_text_list(value: Any, where: str) -> list[str]:
+    # nova's Destination.aggregates and RequestGroup.aggregates: comma-joined uuid lists
+    return _as_str_list(value, where, MAX_TEXT_LENGTH)
 
 
 def _as_dict(value: Any, where: str) -> dict[str, Any]:
@@ -176,9 +247,37 @@ def _required(
     return convert(value, f"{where}.{key}")
 
 
-def _str_dict(value: Any, where: str) -> dict[str, str]:
+def _str_dict(value: Any, where: str, max_items: int | None = None) -> dict[str, str]:
     value = _as_dict(value, where)
-    return {str(k): _as_str(v, f"{where}[{k!r}]") for k, v in value.items()}
+    if max_items is not None and len(value) > max_items:
+        _too_many(where, len(value), max_items, "keys")
+    out = {}
+    for k, v in value.items():
+        out[_as_str(k, f"{where} key {_key(k)}")] = _as_str(v, f"{where}[{_key(k)}]")
+    return out
+
+
+def _extra_specs(value: Any, where: str) -> dict[str, str]:
+    return _str_dict(value, where, MAX_EXTRA_SPECS)
+
+
+def _flavor_count(minimum: int) -> Callable[[Any, str], int]:
+    """An integer flavor field: at least ``minimum`` (nova's flavor API: vcpus and memory_mb
+    at least 1, disks and swap at least 0) and at most the database's INT."""
+
+    def convert(value: Any, where: str) -> int:
+        number = _as_int(value, where)
+        if number < minimum:
+            _fail(where, f"must be at least {minimum}, got {number}")
+        if number > MAX_FLAVOR_NUMBER:
+            _fail(where, f"must be at most {MAX_FLAVOR_NUMBER}, got {number}")
+        return number
+
+    return convert
+
+
+_positive = _flavor_count(1)
+_non_negative = _flavor_count(0)
 
 
 # -- nova object envelopes -------------------------------------------------------------------
@@ -200,19 +299,19 @@ def _object_data(prim: Any, names: str | tuple[str, ...], where: str) -> dict[st
     if name is None:
         _fail(where, f"expected a {expected} object primitive, got a dict without {NAME!r}")
     if name not in names:
-        _fail(where, f"expected a {expected} object primitive, got {name!r}")
+        _fail(where, f"expected a {expected} object primitive, got {excerpt(name)}")
     namespace = prim.get(NAMESPACE, "nova")
     if namespace != "nova":
-        _fail(where, f"expected the 'nova' object namespace, got {namespace!r}")
+        _fail(where, f"expected the 'nova' object namespace, got {excerpt(namespace)}")
     version = prim.get(VERSION)
     major = _MAJOR_VERSIONS.get(name)
     if version is not None and major is not None:
         try:
-            got_major = int(str(version).split(".", 1)[0])
+            got_major = int(str(version)[:16].split(".", 1)[0])
         except ValueError:
-            _fail(where, f"unparsable {name} version {version!r}")
+            _fail(where, f"unparsable {name} version {excerpt(version)}")
         if got_major != major:
-            _fail(where, f"{name} version {version} is not supported (need {major}.x)")
+            _fail(where, f"{name} version {str(version)[:40]} is not supported (need {major}.x)")
     data = prim.get(DATA)
     if not isinstance(data, dict):
         _bad(f"{where}.{DATA}", "a dict", data)
@@ -248,20 +347,20 @@ def flavor_from_primitive(prim: Any, where: str = "Flavor") -> Flavor:
 def _flavor_from_data(data: Mapping[str, Any], where: str) -> Flavor:
     vcpu_weight = data.get("vcpu_weight", 0)
     return Flavor(
-        memory_mb=_required(data, "memory_mb", where, _as_int),
-        vcpus=_required(data, "vcpus", where, _as_int),
-        root_gb=_field(data, "root_gb", where, _as_int, 0),
-        ephemeral_gb=_field(data, "ephemeral_gb", where, _as_int, 0),
-        swap=_field(data, "swap", where, _as_int, 0),
+        memory_mb=_required(data, "memory_mb", where, _positive),
+        vcpus=_required(data, "vcpus", where, _positive),
+        root_gb=_field(data, "root_gb", where, _non_negative, 0),
+        ephemeral_gb=_field(data, "ephemeral_gb", where, _non_negative, 0),
+        swap=_field(data, "swap", where, _non_negative, 0),
         name=_field(data, "name", where, _as_str, ""),
         flavorid=_field(data, "flavorid", where, _as_str, ""),
         id=_field(data, "id", where, _as_int),
-        extra_specs=_field(data, "extra_specs", where, _str_dict, {}),
+        extra_specs=_field(data, "extra_specs", where, _extra_specs, {}),
         rxtx_factor=_field(data, "rxtx_factor", where, _as_float, 1.0),
         vcpu_weight=None if vcpu_weight is None else _as_int(vcpu_weight, f"{where}.vcpu_weight"),
         disabled=_field(data, "disabled", where, _as_bool, False),
         is_public=_field(data, "is_public", where, _as_bool, True),
-        description=_field(data, "description", where, _as_str),
+        description=_field(data, "description", where, _as_text),
     )
 
 
@@ -349,7 +448,7 @@ def destination_from_primitive(prim: Any, where: str = "Destination") -> Destina
         host=_field(data, "host", where, _as_str),
         node=_field(data, "node", where, _as_str),
         cell_uuid=cell_uuid,
-        aggregates=_field(data, "aggregates", where, _as_str_list),
+        aggregates=_field(data, "aggregates", where, _as_text_list),
         forbidden_aggregates=set(_field(data, "forbidden_aggregates", where, _as_str_list, ())),
         allow_cross_cell_move=_field(data, "allow_cross_cell_move", where, _as_bool, False),
     )
@@ -390,13 +489,16 @@ def _limits_from_primitive(prim: Any, where: str) -> SchedulerLimits:
 
 def _resources(value: Any, where: str) -> dict[str, int]:
     value = _as_dict(value, where)
-    return {str(rc): _as_int(amount, f"{where}[{rc!r}]") for rc, amount in value.items()}
+    return {
+        _as_str(rc, f"{where} key {_key(rc)}"): _as_int(amount, f"{where}[{_key(rc)}]")
+        for rc, amount in value.items()
+    }
 
 
 def _list_of_str_lists(value: Any, where: str) -> list[list[str]]:
     if not isinstance(value, list):
         _bad(where, "a list of lists of strings", value)
-    return [_as_str_list(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    return [_as_text_list(item, f"{where}[{i}]") for i, item in enumerate(value)]
 
 
 def _request_group_from_primitive(prim: Any, where: str) -> RequestGroup:
@@ -427,13 +529,17 @@ def _scheduler_hints(value: Any, where: str) -> dict[str, list[Any]]:
     # nova's DictOfListOfStringsField; a bare value is wrapped in a list as nova's
     # from_primitives does for legacy hints.
     value = _as_dict(value, where)
+    if len(value) > MAX_HINTS:
+        _too_many(where, len(value), MAX_HINTS, "hints")
     hints: dict[str, list[Any]] = {}
     for name, hint in value.items():
-        hint_where = f"{where}[{name!r}]"
+        hint_where = f"{where}[{_key(name)}]"
+        name = _as_str(name, f"{where} key {_key(name)}")
+        limit = MAX_TEXT_LENGTH if name in _LONG_HINTS else MAX_STRING_LENGTH
         if isinstance(hint, (list, tuple)):
-            hints[str(name)] = _as_str_list(hint, hint_where)
+            hints[name] = _as_str_list(hint, hint_where, limit, MAX_HINT_VALUES)
         else:
-            hints[str(name)] = [_as_str(hint, hint_where)]
+            hints[name] = [_as_str(hint, hint_where, limit)]
     return hints
 
 
@@ -538,6 +644,122 @@ _SPEC_FIELDS: dict[str, Callable[[RequestSpec, Any, str], None]] = {
     "pci_requests": _setter("pci_requests", _pci_requests),
     "requested_networks": _setter("requested_networks", _requested_networks),
 }
+
+
+# -- limits on the whole request -------------------------------------------------------------
+
+# what a number, true, false or null costs in the size count (its JSON text is about as long)
+_SCALAR_BYTES = 8
+
+
+def _path_text(node: tuple[Any, ...] | None) -> str:
+    parts: list[str] = []
+    while node is not None:
+        node, step = node
+        parts.append(step)
+    text = "".join(reversed(parts)) or "request"
+    if len(text) > 400:  # deep paths of long keys: the start and the field itself
+        text = f"{text[:150]}...{text[-200:]}"
+    return text
+
+
+def check_request_size(args: Mapping[str, Any], max_bytes: int, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse a request whose arguments (as oslo.messaging decoded them) are larger than
+    ``max_bytes`` (``[scheduler] max_request_bytes``) or nested deeper than ``max_depth``.
+
+    The size is about the length of the JSON text: string lengths plus a few bytes per
+    item. The walk stops as soon as the limit is passed, so a huge request costs no more
+    than ``max_bytes`` steps and no copy is made. The message names the field at which the
+    limit was passed.
+    """
+    total = 0
+    # (value, path node, depth); a path node is (parent node, step) and is only made into
+    # text when the request is refused
+    stack: list[tuple[Any, Any, int]] = [
+        (value, (None, str(name)), 1) for name, value in args.items()
+    ]
+    while stack:
+        value, node, depth = stack.pop()
+        if isinstance(value, str):
+            total += len(value) + 2
+        elif isinstance(value, (dict, list, tuple, set, frozenset)):
+            if depth > max_depth:
+                _fail(_path_text(node), f"is nested deeper than {max_depth} levels")
+            total += 2
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    total += (len(key) if isinstance(key, str) else _SCALAR_BYTES) + 4
+                    if total > max_bytes:
+                        break
+                    if key == DATA:  # paths name fields as the decoder does
+                        step = ""
+                    elif isinstance(key, str) and len(key) <= 60 and key.isidentifier():
+                        step = f".{key}"
+                    else:
+                        step = None
+                    stack.append(
+                        (item, (node, f"[{_key(key)}]" if step is None else step), depth + 1)
+                    )
+            else:
+                for i, item in enumerate(value):
+                    total += 1
+                    if total > max_bytes:
+                        break
+                    stack.append((item, (node, f"[{i}]"), depth + 1))
+        else:
+            total += _SCALAR_BYTES
+        if total > max_bytes:
+            _fail(
+                _path_text(node),
+                f"the request is larger than {max_bytes} bytes "
+                "([scheduler] max_request_bytes) at this field",
+            )
+
+
+def check_instances(
+    spec: RequestSpec,
+    instance_uuids: Any,
+    max_instances: int,
+) -> list[str] | None:
+    """The instance uuids of a ``select_destinations`` call, checked against the decoded
+    spec: ``num_instances`` at most ``max_instances``
+    (``[scheduler] max_instances_per_request``); ``instance_uuids`` null or a list of at
+    most ``max_instances`` distinct UUID strings.
+
+    ``num_instances`` and the length of ``instance_uuids`` may differ, as nova allows: the
+    driver schedules one instance per uuid when uuids are given (a move sends one uuid, and
+    its RequestSpec may keep the ``num_instances`` of the boot that made it).
+    """
+    if spec.num_instances > max_instances:
+        _fail(
+            "RequestSpec.num_instances",
+            f"is {spec.num_instances}; the limit is {max_instances} "
+            "([scheduler] max_instances_per_request)",
+        )
+    if instance_uuids is None:
+        return None
+    where = "instance_uuids"
+    if not isinstance(instance_uuids, (list, tuple)):
+        _bad(where, "a list of instance UUIDs or null", instance_uuids)
+    if len(instance_uuids) > max_instances:
+        _fail(
+            where,
+            f"has {len(instance_uuids)} items; the limit is {max_instances} "
+            "([scheduler] max_instances_per_request)",
+        )
+    seen: dict[str, int] = {}
+    for i, instance_uuid in enumerate(instance_uuids):
+        item_where = f"{where}[{i}]"
+        if not isinstance(instance_uuid, str):
+            _bad(item_where, "an instance UUID string", instance_uuid)
+        if len(instance_uuid) > MAX_STRING_LENGTH:
+            _too_long(item_where, len(instance_uuid), MAX_STRING_LENGTH)
+        if not uuidutils.is_uuid_like(instance_uuid):
+            _bad(item_where, "an instance UUID", instance_uuid)
+        first = seen.setdefault(instance_uuid, i)
+        if first != i:
+            _fail(item_where, f"repeats {where}[{first}] ({excerpt(instance_uuid)})")
+    return list(instance_uuids)
 
 
 # -- the legacy dicts of RPC 4.0-4.2 ---------------------------------------------------------

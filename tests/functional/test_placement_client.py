@@ -405,3 +405,111 @@ def test_a_failed_query_in_flight_fails_every_query_waiting_for_it(placement_ser
     _run_together([ask] * 4)
     assert len(errors) == 4 and len({id(e) for e in errors}) == 4
     assert all(e.status == 400 and "NOT_A_CLASS" in str(e) for e in errors)
+
+
+# -- claims whose answer is lost (issue 10) ----------------------------------------------------
+def _driver_on(client: PlacementClient, n: int = 2):
+    """The real filter scheduler on ``client``, with HostStates for n fresh providers."""
+    from scheduler.drivers.filter_scheduler import FilterScheduler
+    from tests.unit.scheduler.drivers.test_filter_scheduler import FakeHostManager, make_host
+
+    _, rps = _fleet(client, n)
+    hosts = []
+    for i, rp in enumerate(rps):
+        host = make_host(f"lost-{rp[:8]}-{i}")
+        host.uuid = rp
+        hosts.append(host)
+    return FilterScheduler(placement=client, host_manager=FakeHostManager(hosts)), hosts
+
+
+def _lose_answers(client: PlacementClient, plan: list[str]) -> list[str]:
+    """Wrap the client's HTTP session: the n-th PUT /allocations follows plan[n]:
+    "landed" (Placement answers, the answer is dropped: a read timeout), "dropped" (never
+    sent: a read timeout too), "ok"; after a "landed-unreachable" PUT every later GET of
+    /allocations fails as well, until Placement is "back" (``del session.send``). Returns the
+    log of what was done."""
+    import requests
+
+    session = client._session
+    real_send = session.send
+    log: list[str] = []
+    state = {"down": False}
+
+    def send(request, **kwargs):
+        is_claim = request.method == "PUT" and "/allocations/" in request.url
+        if state["down"] and request.method == "GET" and "/allocations/" in request.url:
+            log.append("GET failed")
+            raise requests.ConnectionError("Connection reset by peer")
+        if not is_claim or not plan:
+            return real_send(request, **kwargs)
+        step = plan.pop(0)
+        log.append(step)
+        if step == "ok":
+            return real_send(request, **kwargs)
+        if step in ("landed", "landed-unreachable"):
+            answer = real_send(request, **kwargs)
+            assert answer.status_code == 204, answer.text
+            state["down"] = step == "landed-unreachable"
+        raise requests.ReadTimeout("Read timed out. (read timeout=0.01)")
+
+    session.send = send
+    return log
+
+
+def test_claim_whose_answer_is_lost_but_landed_is_used(placement_service):
+    from scheduler.objects import Flavor, RequestSpec
+
+    client = PlacementClient(placement_service.url, timeout=5.0)
+    driver, _ = _driver_on(client)
+    log = _lose_answers(client, ["landed"])
+    instance = _u()
+    spec = RequestSpec(
+        flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1, name="m1"),
+        num_instances=1,
+        project_id=PROJECT,
+        user_id=USER,
+    )
+    result = driver.select_destinations(None, spec, [instance])
+    assert log == ["landed"]
+    chosen = result[0][0]
+    allocations = client.get_allocations_for_consumer(instance)["allocations"]
+    assert list(allocations) == [chosen.compute_node_uuid]
+    assert allocations[chosen.compute_node_uuid]["resources"] == {
+        "VCPU": 1,
+        "MEMORY_MB": 512,
+        "DISK_GB": 1,
+    }
+    client.delete_allocation_for_instance(instance)
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        ["ok", "landed-unreachable"],  # landed, and Placement cannot say so: rollback deletes
+        ["ok", "dropped"],  # never reached Placement: nothing to delete but instance 1's
+        ["landed", "landed-unreachable"],
+    ],
+)
+def test_request_failing_after_a_lost_answer_leaves_no_orphan(placement_service, plan):
+    from scheduler.exceptions import NoValidHost
+    from scheduler.objects import Flavor, RequestSpec
+
+    client = PlacementClient(placement_service.url, timeout=5.0)
+    driver, _ = _driver_on(client, n=3)
+    log = _lose_answers(client, list(plan))
+    instances = [_u(), _u(), _u()]
+    spec = RequestSpec(
+        flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1, name="m1"),
+        num_instances=3,
+        project_id=PROJECT,
+        user_id=USER,
+    )
+    with pytest.raises(NoValidHost) as err:
+        driver.select_destinations(None, spec, instances)
+    del client._session.send  # Placement is back: look at what it holds
+    assert "Placement unreachable" in err.value.reason
+    assert log[: len(plan)] == plan
+    # no further claim after Placement stopped answering
+    assert log.count("ok") + log.count("landed") + log.count("dropped") <= 2
+    for instance in instances:
+        assert client.get_allocations_for_consumer(instance)["allocations"] == {}

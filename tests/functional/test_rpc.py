@@ -42,6 +42,10 @@ pytestmark = pytest.mark.functional
 SAMPLE = NOVA_SELECT_DESTINATIONS
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# instance uuids as nova sends them (the scheduler refuses anything else)
+I1 = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b21"
+I2 = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b22"
+
 
 class EchoDriver:
     """Stand-in scheduling logic: one host per instance named after the flavor, plus one
@@ -135,7 +139,7 @@ def _client(transport, topic, cap=None) -> rpcapi.SchedulerAPI:
 def test_4_5_objects_with_alternates(server, transport, rabbit_topic):
     _, driver = server
     result = _client(transport, rabbit_topic).select_destinations(
-        _ctxt(), _spec(), ["i1", "i2"], return_objects=True, return_alternates=True
+        _ctxt(), _spec(), [I1, I2], return_objects=True, return_alternates=True
     )
     assert [[s.service_host for s in alts] for alts in result] == [
         ["host-0", "alt-0"],
@@ -146,14 +150,14 @@ def test_4_5_objects_with_alternates(server, transport, rabbit_topic):
     }
     _, spec, uuids, alternates = driver.calls[-1]
     assert spec == _spec()
-    assert uuids == ["i1", "i2"]
+    assert uuids == [I1, I2]
     assert alternates is True
 
 
 def test_4_5_objects_without_alternates(server, transport, rabbit_topic):
     _, driver = server
     result = _client(transport, rabbit_topic).select_destinations(
-        _ctxt(), _spec(), ["i1"], return_objects=True, return_alternates=False
+        _ctxt(), _spec(), [I1], return_objects=True, return_alternates=False
     )
     assert [[s.service_host for s in alts] for alts in result] == [["host-0"]]
     assert driver.calls[-1][3] is False
@@ -162,7 +166,7 @@ def test_4_5_objects_without_alternates(server, transport, rabbit_topic):
 def test_4_5_without_objects_gives_legacy_dicts(server, transport, rabbit_topic):
     _, driver = server
     result = _client(transport, rabbit_topic).select_destinations(
-        _ctxt(), _spec(), ["i1"], return_objects=False, return_alternates=True
+        _ctxt(), _spec(), [I1], return_objects=False, return_alternates=True
     )
     assert result == [{"host": "host-0", "nodename": "host-0", "limits": {}}]
     assert driver.calls[-1][3] is False
@@ -170,12 +174,12 @@ def test_4_5_without_objects_gives_legacy_dicts(server, transport, rabbit_topic)
 
 @pytest.mark.parametrize(
     "cap, expect_uuids",
-    [("4.4", ["i1", "i2"]), ("4.3", None), ("4.0", None)],
+    [("4.4", [I1, I2]), ("4.3", None), ("4.0", None)],
 )
 def test_capped_versions_give_legacy_dicts(server, transport, rabbit_topic, cap, expect_uuids):
     _, driver = server
     result = _client(transport, rabbit_topic, cap).select_destinations(
-        _ctxt(), _spec(num_instances=2), ["i1", "i2"]
+        _ctxt(), _spec(num_instances=2), [I1, I2]
     )
     assert result == [
         {"host": "host-0", "nodename": "host-0", "limits": {}},
@@ -191,7 +195,7 @@ def test_capped_versions_give_legacy_dicts(server, transport, rabbit_topic, cap,
 def test_context_arrives_with_request_id(server, transport, rabbit_topic):
     _, driver = server
     ctxt = _ctxt()
-    _client(transport, rabbit_topic).select_destinations(ctxt, _spec(), ["i1"])
+    _client(transport, rabbit_topic).select_destinations(ctxt, _spec(), [I1])
     received = driver.calls[-1][0]
     assert isinstance(received, RequestContext)
     assert received.request_id == ctxt.request_id
@@ -289,7 +293,7 @@ def test_no_valid_host_reaches_a_plain_oslo_client_as_remote_error(server, trans
     spec = wire.request_spec_to_primitive(_spec("none"))
     with pytest.raises(oslo_messaging.RemoteError) as excinfo:
         client.prepare(version="4.5", timeout=15).call(
-            _ctxt(), "select_destinations", spec_obj=spec, instance_uuids=["i1"]
+            _ctxt(), "select_destinations", spec_obj=spec, instance_uuids=[I1]
         )
     assert excinfo.value.exc_type == "NoValidHost"
     assert excinfo.value.value.startswith("No valid host was found. 0/2 hosts")
@@ -298,7 +302,7 @@ def test_no_valid_host_reaches_a_plain_oslo_client_as_remote_error(server, trans
 def test_no_valid_host_is_converted_by_our_client(server, transport, rabbit_topic):
     with pytest.raises(exceptions.NoValidHost) as excinfo:
         _client(transport, rabbit_topic).select_destinations(
-            _ctxt(), _spec("none"), ["i1"], True, True
+            _ctxt(), _spec("none"), [I1], True, True
         )
     assert excinfo.value.reason == "0/2 hosts available: 2 ComputeFilter (disabled)"
 
@@ -311,10 +315,10 @@ def test_malformed_spec_is_a_clear_error_and_server_keeps_answering(
     bad = wire.request_spec_to_primitive(_spec())
     bad["nova_object.data"]["flavor"]["nova_object.data"]["memory_mb"] = "lots"
     with pytest.raises(exceptions.InvalidRequest) as excinfo:
-        api.select_destinations(_ctxt(), bad, ["i1"])
+        api.select_destinations(_ctxt(), bad, [I1])
     assert "memory_mb" in str(excinfo.value)
     calls_before = len(driver.calls)
-    assert api.select_destinations(_ctxt(), _spec(), ["i1"])[0]["host"] == "host-0"
+    assert api.select_destinations(_ctxt(), _spec(), [I1])[0]["host"] == "host-0"
     assert len(driver.calls) == calls_before + 1
 
 
@@ -326,7 +330,7 @@ def test_ping_on_baseapi(server, transport, rabbit_topic):
 def test_fanout_casts_are_accepted(server, transport, rabbit_topic):
     api = _client(transport, rabbit_topic)
     api.update_aggregates(_ctxt(), {"nova_object.name": "AggregateList"})
-    api.sync_instance_info(_ctxt(), "compute-1", ["i1"])
+    api.sync_instance_info(_ctxt(), "compute-1", [I1])
     # the casts must not have hurt the server
     assert api.ping(_ctxt(), 1, timeout=15) == {"service": "scheduler", "arg": 1}
 
@@ -345,7 +349,7 @@ def test_graceful_stop_finishes_in_flight_call(transport, rabbit_topic):
 
     def slow_call():
         try:
-            outcome["result"] = api.select_destinations(_ctxt(), _spec("slow"), ["i1"])
+            outcome["result"] = api.select_destinations(_ctxt(), _spec("slow"), [I1])
         except Exception as exc:  # pragma: no cover - reported below
             outcome["error"] = exc
 
@@ -416,7 +420,7 @@ def test_two_worker_processes_answer_on_one_topic(
         deadline = time.monotonic() + 30
         while len(hosts) < 2 and time.monotonic() < deadline:
             try:
-                reply = api.select_destinations(_ctxt(), _spec(), ["i1"])
+                reply = api.select_destinations(_ctxt(), _spec(), [I1])
             except oslo_messaging.MessagingTimeout:
                 continue
             hosts.add(reply[0]["host"])
@@ -535,7 +539,7 @@ def test_eventlet_backend_serves_and_stops(transport, rabbit_transport_url, rabb
         deadline = time.monotonic() + 30
         while reply is None and time.monotonic() < deadline:
             try:
-                reply = api.select_destinations(_ctxt(), _spec(), ["i1"])
+                reply = api.select_destinations(_ctxt(), _spec(), [I1])
             except oslo_messaging.MessagingTimeout:
                 continue
         assert reply == [{"host": "green-host", "nodename": "n", "limits": {}}], _drain(proc)
@@ -545,3 +549,22 @@ def test_eventlet_backend_serves_and_stops(transport, rabbit_transport_url, rabb
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_twenty_megabyte_hint_is_refused_and_server_keeps_answering(
+    server, transport, rabbit_topic
+):
+    _, driver = server
+    api = _client(transport, rabbit_topic)
+    huge = _spec()
+    huge.scheduler_hints = {"group": ["g" * (20 * 1024 * 1024)]}
+    calls_before = len(driver.calls)
+    with pytest.raises(exceptions.InvalidRequest) as excinfo:
+        api.select_destinations(_ctxt(), huge, [I1])
+    message = str(excinfo.value)
+    assert "scheduler_hints" in message and "max_request_bytes" in message
+    # the reason plus the server's short traceback, never the 20 MB
+    assert len(message) < 4096
+    assert len(driver.calls) == calls_before
+    assert api.select_destinations(_ctxt(), _spec(), [I1])[0]["host"] == "host-0"
+    assert len(driver.calls) == calls_before + 1

@@ -10,6 +10,9 @@ import requests
 from placement_client import (
     AllocationCandidatesQuery,
     ClaimConflict,
+    ClaimConnectionLost,
+    ClaimOutcomeUnknown,
+    ClaimServerError,
     ConsumerGenerationConflict,
     PlacementClient,
     PlacementClientError,
@@ -264,8 +267,9 @@ class FakeAdapter:
         self.outcome = outcome
         self.calls = []
 
-    def request(self, path, method, headers=None, data=None, raise_exc=True):
+    def request(self, path, method, headers=None, data=None, raise_exc=True, timeout=None):
         self.calls.append((path, method, dict(headers), raise_exc))
+        self.timeout = timeout
         if isinstance(self.outcome, Exception):
             raise self.outcome
         return self.outcome
@@ -290,3 +294,103 @@ def test_keystone_connection_failure_is_a_connection_error():
     client = PlacementClient("", ks_adapter=FakeAdapter(ks_exc.EndpointNotFound("no")))
     with pytest.raises(PlacementConnectionError):
         client.get_allocations_for_consumer("c-1")
+
+
+# -- claims: a clear refusal, nothing sent, or an unknown outcome ------------------------------
+CLAIM = {"allocations": {RP1: {"resources": {"VCPU": 1}}}, "mappings": {"": [RP1]}}
+
+
+def _claim_client(*responses) -> tuple[PlacementClient, FakeSession]:
+    # the GET of the consumer's current allocations, then the PUT's outcome
+    session = FakeSession(FakeResponse(200, {"allocations": {}}), *responses)
+    return PlacementClient("http://placement", session=session), session
+
+
+def test_claim_409_capacity_is_a_clear_refusal():
+    client, _ = _claim_client(_error(409, "placement.undefined_code", "Unable to allocate"))
+    with pytest.raises(ClaimConflict) as err:
+        client.claim_resources("c-1", CLAIM, "p", "u")
+    assert not isinstance(err.value, ClaimOutcomeUnknown)
+
+
+def test_claim_other_4xx_is_a_clear_refusal():
+    client, _ = _claim_client(_error(400, "placement.undefined_code", "bad"))
+    with pytest.raises(PlacementClientError) as err:
+        client.claim_resources("c-1", CLAIM, "p", "u")
+    assert not isinstance(err.value, ClaimOutcomeUnknown)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        requests.ReadTimeout("read timed out"),
+        requests.ConnectionError("('Connection aborted.', RemoteDisconnected('Remote end closed"),
+        requests.ConnectionError("Connection reset by peer"),
+    ],
+)
+def test_claim_whose_answer_is_lost_has_an_unknown_outcome(failure):
+    client, session = _claim_client(failure)
+    with pytest.raises(ClaimConnectionLost) as err:
+        client.claim_resources("c-1", CLAIM, "p", "u")
+    assert isinstance(err.value, PlacementConnectionError)  # and Placement is not answering
+    assert err.value.may_have_landed is True
+    assert err.value.allocations == CLAIM["allocations"]
+    assert err.value.previous == {}
+    assert [c["method"] for c in session.calls] == ["GET", "PUT"]
+
+
+def test_claim_5xx_has_an_unknown_outcome():
+    client, _ = _claim_client(FakeResponse(503, {"errors": [{"detail": "proxy"}]}))
+    with pytest.raises(ClaimServerError) as err:
+        client.claim_resources("c-1", CLAIM, "p", "u")
+    assert isinstance(err.value, ClaimOutcomeUnknown)
+    assert isinstance(err.value, PlacementServerError)
+    assert err.value.status == 503
+    assert err.value.allocations == CLAIM["allocations"]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        requests.ConnectionError(
+            "HTTPConnectionPool(host='x', port=8778): Max retries exceeded (Caused by "
+            "NewConnectionError('Failed to establish a new connection: [Errno 111] Connection "
+            "refused'))"
+        ),
+        requests.ConnectTimeout("connect timed out"),
+    ],
+)
+def test_claim_never_sent_is_a_plain_connection_error(failure):
+    client, _ = _claim_client(failure)
+    with pytest.raises(PlacementConnectionError) as err:
+        client.claim_resources("c-1", CLAIM, "p", "u")
+    assert not isinstance(err.value, ClaimOutcomeUnknown)
+    assert err.value.may_have_landed is False
+
+
+def test_failure_reading_the_consumer_before_the_put_is_not_unknown():
+    session = FakeSession(requests.ReadTimeout("read timed out"))
+    client = PlacementClient("http://placement", session=session)
+    with pytest.raises(PlacementConnectionError) as err:
+        client.claim_resources("c-1", CLAIM, "p", "u")
+    assert not isinstance(err.value, ClaimOutcomeUnknown)
+    assert [c["method"] for c in session.calls] == ["GET"]
+
+
+def test_keystone_timeout_is_an_unknown_claim_outcome_and_the_timeout_is_passed():
+    from keystoneauth1 import exceptions as ks_exc
+
+    class Scripted(FakeAdapter):
+        def __init__(self):
+            super().__init__(None)
+            self.outcomes = [FakeResponse(200, {"allocations": {}}), ks_exc.ConnectTimeout("t")]
+
+        def request(self, *args, **kwargs):
+            self.outcome = self.outcomes.pop(0)
+            return super().request(*args, **kwargs)
+
+    adapter = Scripted()
+    client = PlacementClient("", ks_adapter=adapter, timeout=7.0)
+    with pytest.raises(ClaimConnectionLost):
+        client.claim_resources("c-1", CLAIM, "p", "u")
+    assert adapter.timeout == 7.0

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime
 import random
+import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,11 +21,16 @@ from filters.handler import FilterError, FilterHandler
 from placement_client import (
     AllocationCandidates,
     ClaimConflict,
+    ClaimConnectionLost,
+    ClaimOutcomeUnknown,
+    ClaimServerError,
     ConsumerGenerationConflict,
+    PlacementConnectionError,
     PlacementServerError,
 )
 from scheduler.conf import CONF
-from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.drivers import filter_scheduler
+from scheduler.drivers.filter_scheduler import DeferredDeletes, FilterScheduler
 from scheduler.exceptions import AllocationUpdateFailed, NoValidHost
 from scheduler.hosts.state import HostState
 from scheduler.objects import (
@@ -137,6 +144,13 @@ class FakePlacement:
         self.claim_attempts: list[tuple[str, str]] = []  # (consumer, host name)
         self.claims: dict[str, dict[str, Any]] = {}  # consumer -> claim kwargs
         self.deleted: list[str] = []
+        # PUTs whose answer is lost, by host name: True if the PUT landed anyway
+        self.lost_answers: dict[str, bool] = {}
+        self.unknown_error: type[ClaimOutcomeUnknown] = ClaimConnectionLost
+        self.check_error: Exception | None = None  # GET /allocations/{consumer} fails
+        self.checks: list[str] = []
+        self.foreign: dict[str, dict[str, Any]] = {}  # consumer -> allocations not ours
+        self.on_claim = None  # called before each claim (a slow Placement, a clock)
 
     def _host_of(self, alloc_req: dict[str, Any]) -> HostState:
         rp = next(iter(alloc_req["allocations"]))
@@ -158,9 +172,23 @@ class FakePlacement:
     def claim_resources(self, consumer, alloc_req, project_id, user_id, *, request_id=None):
         host = self._host_of(alloc_req)
         self.claim_attempts.append((consumer, host.host))
+        if self.on_claim is not None:
+            self.on_claim(consumer, host.host)
         error = self.consumer_errors.get(consumer) or self.claim_errors.get(host.host)
         if error is not None:
             raise error
+        if host.host in self.lost_answers:
+            if self.lost_answers[host.host]:
+                self._record(consumer, host, alloc_req, project_id, user_id, request_id)
+            elif consumer in self.foreign:
+                self.claims[consumer] = {"host": "elsewhere", "alloc_req": self.foreign[consumer]}
+            lost = self.unknown_error(f"PUT /allocations/{consumer} on {host.host}: timed out")
+            lost.allocations = alloc_req["allocations"]
+            lost.previous = {}
+            raise lost
+        self._record(consumer, host, alloc_req, project_id, user_id, request_id)
+
+    def _record(self, consumer, host, alloc_req, project_id, user_id, request_id) -> None:
         self.claims[consumer] = {
             "host": host.host,
             "alloc_req": alloc_req,
@@ -168,6 +196,14 @@ class FakePlacement:
             "user_id": user_id,
             "request_id": request_id,
         }
+
+    def get_allocations_for_consumer(self, consumer, request_id=None) -> dict[str, Any]:
+        self.checks.append(consumer)
+        if self.check_error is not None:
+            raise self.check_error
+        claim = self.claims.get(consumer)
+        allocations = claim["alloc_req"]["allocations"] if claim else {}
+        return {"allocations": {rp: dict(a, generation=3) for rp, a in allocations.items()}}
 
     def delete_allocation_for_instance(self, consumer, request_id=None) -> bool:
         self.deleted.append(consumer)
@@ -570,6 +606,130 @@ def test_a_filter_error_after_a_claim_rolls_the_claims_back(cloud):
     assert cloud.placement.claims == {}
 
 
+# -- claims whose outcome is unknown, Placement unreachable, the deadline -------------------
+def test_lost_answer_of_a_claim_that_landed_uses_the_host(cloud):
+    cloud.placement.lost_answers["host-b"] = True
+    result = cloud.select(make_spec())
+    assert chosen_hosts(result) == ["host-b"]
+    assert cloud.placement.checks == ["inst-0"]
+    assert cloud.placement.claims["inst-0"]["host"] == "host-b"
+    assert result[0][0].allocation_request == alloc_request(cloud.hosts["host-b"])
+    assert cloud.placement.deleted == []
+    assert cloud.hosts["host-b"].num_instances == 1
+
+
+def test_5xx_claim_that_did_not_land_moves_on_to_the_next_host(cloud):
+    cloud.placement.lost_answers["host-b"] = False
+    cloud.placement.unknown_error = ClaimServerError
+    result = cloud.select(make_spec())
+    assert chosen_hosts(result) == ["host-c"]
+    assert cloud.placement.checks == ["inst-0"]
+    assert cloud.placement.claims["inst-0"]["host"] == "host-c"
+
+
+def test_5xx_claim_that_left_something_else_is_deleted_before_moving_on(cloud):
+    cloud.placement.lost_answers["host-b"] = False
+    cloud.placement.unknown_error = ClaimServerError
+    cloud.placement.foreign["inst-0"] = alloc_request(cloud.hosts["host-a"])
+    result = cloud.select(make_spec())
+    assert chosen_hosts(result) == ["host-c"]
+    assert cloud.placement.deleted == ["inst-0"]
+    assert cloud.placement.claims["inst-0"]["host"] == "host-c"
+
+
+def test_lost_answer_of_a_claim_that_did_not_land_stops_as_placement_unreachable(cloud):
+    cloud.placement.lost_answers["host-b"] = False
+    with pytest.raises(NoValidHost) as err:
+        cloud.select(make_spec(num_instances=2))
+    # instance 0 on host-b timed out: no other host is tried
+    assert cloud.placement.claim_attempts == [("inst-0", "host-b")]
+    assert "Placement unreachable" in err.value.reason
+    assert "timed out" in err.value.reason
+    assert "refused" not in err.value.reason
+    # deleted once more, in case the PUT lands after the check
+    assert cloud.placement.deleted == ["inst-0"]
+    assert cloud.placement.claims == {}
+
+
+def test_landed_claim_of_a_failed_request_is_rolled_back(cloud):
+    cloud.placement.lost_answers["host-b"] = True  # inst-0 lands there, answer lost
+    cloud.placement.consumer_errors["inst-1"] = ClaimConflict("full", status=409)
+    with pytest.raises(NoValidHost) as err:
+        cloud.select(make_spec(num_instances=2))
+    assert "Placement refused 3 claim(s)" in err.value.reason
+    assert cloud.placement.deleted == ["inst-0"]
+    assert cloud.placement.claims == {}
+
+
+def test_claim_that_cannot_be_checked_is_deleted_by_the_rollback(cloud):
+    cloud.placement.lost_answers["host-b"] = True
+    cloud.placement.check_error = PlacementConnectionError("GET timed out")
+    with pytest.raises(NoValidHost) as err:
+        cloud.select(make_spec(num_instances=2))
+    assert cloud.placement.claim_attempts == [("inst-0", "host-b")]
+    assert "Placement unreachable" in err.value.reason
+    assert "could not be checked" in err.value.reason
+    assert cloud.placement.deleted == ["inst-0"]
+    assert cloud.placement.claims == {}  # no orphan
+
+
+def test_connection_refused_stops_after_the_first_host(cloud):
+    refused = PlacementConnectionError("Cannot reach Placement: connection refused")
+    refused.may_have_landed = False
+    for name in ("host-a", "host-b", "host-c"):
+        cloud.placement.claim_errors[name] = refused
+    with pytest.raises(NoValidHost) as err:
+        cloud.select(make_spec())
+    assert len(cloud.placement.claim_attempts) == 1
+    assert "Placement unreachable: Cannot reach Placement: connection refused" in err.value.reason
+    assert "refused 1 claim" not in err.value.reason
+    assert cloud.placement.checks == []  # nothing was sent: nothing to check
+
+
+def test_5xx_on_every_claim_is_not_called_a_refusal(cloud):
+    cloud.placement.unknown_error = ClaimServerError
+    for name in ("host-a", "host-b", "host-c"):
+        cloud.placement.lost_answers[name] = False
+    with pytest.raises(NoValidHost) as err:
+        cloud.select(make_spec())
+    assert "3 claim(s) failed on a Placement error" in err.value.reason
+    assert "refused" not in err.value.reason
+
+
+def test_deadline_stops_claiming_and_rolls_back(cloud, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(filter_scheduler, "_clock", lambda: now[0])
+    CONF.set_override("request_deadline", 2.0, group="scheduler")
+    try:
+
+        def slow(consumer, host):
+            now[0] += 1.5  # each claim takes 1.5 s
+
+        cloud.placement.on_claim = slow
+        with pytest.raises(NoValidHost) as err:
+            cloud.select(make_spec(num_instances=3))
+    finally:
+        CONF.clear_override("request_deadline", group="scheduler")
+    assert "ran past its deadline of 2 s" in err.value.reason
+    # inst-0 at 1000, inst-1 at 1001.5; at 1003 no third claim
+    assert [c for c, _ in cloud.placement.claim_attempts] == ["inst-0", "inst-1"]
+    assert sorted(cloud.placement.deleted) == ["inst-0", "inst-1"]
+    assert cloud.placement.claims == {}
+
+
+def test_deadline_is_the_smaller_of_long_rpc_timeout_and_request_deadline(cloud, monkeypatch):
+    monkeypatch.setattr(filter_scheduler, "_clock", lambda: 50.0)
+    CONF.set_override("request_deadline", 0.0, group="scheduler")
+    try:
+        req = cloud.driver.new_request(CONTEXT, make_spec())
+        assert req.deadline == 50.0 + CONF.long_rpc_timeout
+        CONF.set_override("request_deadline", 7.0, group="scheduler")
+        req = cloud.driver.new_request(CONTEXT, make_spec())
+        assert (req.deadline, req.deadline_seconds) == (57.0, 7.0)
+    finally:
+        CONF.clear_override("request_deadline", group="scheduler")
+
+
 # -- Placement answers -------------------------------------------------------------------------
 def test_allocation_candidates_error_is_no_valid_host_with_the_error(cloud):
     cloud.placement.candidates_error = PlacementServerError("placement is down", status=503)
@@ -921,3 +1081,55 @@ def test_reset_refreshes_cells_and_aggregates_and_stop_stops(cloud):
     cloud.driver.reset()
     cloud.driver.stop()
     assert cloud.host_manager.calls == ["refresh_cells_caches", "refresh_aggregates", "stop"]
+
+
+class FlakyDeletes:
+    """A Placement whose DELETEs fail until ``up`` is set."""
+
+    def __init__(self):
+        self.up = threading.Event()
+        self.deleted: list[str] = []
+        self.attempts = 0
+
+    def delete_allocation_for_instance(self, consumer, request_id=None) -> bool:
+        self.attempts += 1
+        if not self.up.is_set():
+            raise PlacementConnectionError("connection refused")
+        self.deleted.append(consumer)
+        return True
+
+
+def test_deletes_a_rollback_could_not_make_are_retried_until_placement_takes_them():
+    placement = FlakyDeletes()
+    deferred = DeferredDeletes(placement, interval=0.01)
+    try:
+        deferred.add("inst-1", "req-1")
+        deferred.add("inst-2", "req-1")
+        deadline = time.monotonic() + 5
+        while placement.attempts < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(deferred.pending()) == ["inst-1", "inst-2"]
+        # a new claim for inst-2 makes its allocation someone else's: never delete it
+        deferred.discard("inst-2")
+        placement.up.set()
+        while deferred.pending() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert deferred.pending() == []
+        assert placement.deleted == ["inst-1"]
+    finally:
+        deferred.stop()
+
+
+def test_a_rollback_placement_does_not_take_is_deferred(cloud):
+    cloud.placement.claim_errors["host-a"] = ClaimConflict("no room")
+    uuids = ["i-1", "i-2", "i-3", "i-4"]
+    group = InstanceGroup(uuid="g", policy="anti-affinity", members=list(uuids))
+    failing = FlakyDeletes()
+    cloud.placement.delete_allocation_for_instance = failing.delete_allocation_for_instance
+    cloud.driver.deferred_deletes.interval = 3600  # only the first attempt, in the rollback
+    try:
+        with pytest.raises(NoValidHost):
+            cloud.select(make_spec(group=group, num_instances=4), uuids)
+        assert sorted(cloud.driver.deferred_deletes.pending()) == ["i-1", "i-2"]
+    finally:
+        cloud.driver.deferred_deletes.stop()

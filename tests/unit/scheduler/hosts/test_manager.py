@@ -1301,3 +1301,158 @@ def test_the_refresher_runs_as_a_green_thread_under_eventlet(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[-1] == "disabled"
+
+
+# ------------------------------------------------------------- logging of failing cells
+
+
+def _records(caplog, level: int) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "scheduler.hosts.manager" and r.levelno == level
+    ]
+
+
+def _break_cell(monkeypatch, env, cell: str) -> dict:
+    """Make every read of ``cell`` raise while ``state["broken"]``."""
+    url = str(env.cells[cell].url)
+    state = {"broken": True}
+    real_services, real_nodes = queries.get_compute_services, queries.get_compute_nodes
+
+    def check(engine):
+        if state["broken"] and str(engine.url) == url:
+            raise sa.exc.OperationalError("SELECT", {}, Exception("Lost connection"))
+
+    def services(engine, updated_since=None):
+        check(engine)
+        return real_services(engine, updated_since=updated_since)
+
+    def nodes(engine, *args, **kw):
+        check(engine)
+        return real_nodes(engine, *args, **kw)
+
+    monkeypatch.setattr(queries, "get_compute_services", services)
+    monkeypatch.setattr(queries, "get_compute_nodes", nodes)
+    return state
+
+
+def test_a_dead_cell_is_logged_once_when_it_fails_and_once_when_it_recovers(
+    env, monkeypatch, caplog
+):
+    good, dead = env.add_cell("good"), env.add_cell("dead")
+    env.add_host(good, "h-good")
+    env.add_host(dead, "h-dead")
+    state = _break_cell(monkeypatch, env, dead)
+    hm = env.manager()
+    with caplog.at_level(logging.DEBUG, logger="scheduler.hosts.manager"):
+        for i in range(50):
+            states = hm.get_host_states_by_uuids(None, request_id=f"req-{i}")
+            assert [hs.host for hs in states] == ["h-good"]
+    (warning,) = _records(caplog, logging.WARNING)
+    assert f"Error reading cell dead ({dead})" in warning
+    assert "Lost connection" in warning and "req-0" in warning
+    assert _records(caplog, logging.INFO) == []
+    # every request still says, at DEBUG, that it went without the cell
+    debug = _records(caplog, logging.DEBUG)
+    assert any("dead" in line and "req-49" in line for line in debug)
+
+    caplog.clear()
+    state["broken"] = False
+    with caplog.at_level(logging.INFO, logger="scheduler.hosts.manager"):
+        states = hm.get_host_states_by_uuids(None, request_id="req-back")
+        assert {hs.host for hs in states} == {"h-good", "h-dead"}
+        hm.get_host_states_by_uuids(None, request_id="req-after")
+    assert _records(caplog, logging.WARNING) == []
+    (info,) = _records(caplog, logging.INFO)
+    assert info.startswith(f"Cell dead ({dead}) answers again after ")
+    assert "50 failed read(s)" in info
+
+
+def test_a_failing_cell_gets_one_reminder_per_interval(env, monkeypatch, caplog):
+    dead = env.add_cell("dead")
+    env.add_host(dead, "h-dead")
+    _break_cell(monkeypatch, env, dead)
+    hm = env.manager()
+    hm.cell_failure_log_interval = 0.3
+    with caplog.at_level(logging.WARNING, logger="scheduler.hosts.manager"):
+        for _ in range(5):
+            hm.get_host_states_by_uuids(None, request_id="req-a")
+        time.sleep(0.35)
+        for _ in range(5):
+            hm.get_host_states_by_uuids(None, request_id="req-b")
+    first, reminder = _records(caplog, logging.WARNING)
+    assert f"Error reading cell dead ({dead})" in first
+    assert reminder.startswith(f"Cell dead ({dead}) has been failing for ")
+    assert "6 failed read(s)" in reminder and "Lost connection" in reminder
+    assert "req-b" in reminder
+
+
+def test_a_stuck_read_no_request_waits_for_is_logged_once_and_its_recovery(
+    env, monkeypatch, caplog
+):
+    CONF.set_override("cell_timeout", 0.3, group="scheduler")
+    cell = env.add_cell("locked")
+    u1 = env.add_host(cell, "h1")
+    hm = env.manager(window_read_interval=0.05)
+    hm.warm_up()
+    url = str(env.cells[cell].url)
+    release = threading.Event()
+    blocked = threading.Event()
+    real = queries.get_compute_services
+
+    def services(engine, updated_since=None):
+        if str(engine.url) == url and not release.is_set():
+            blocked.set()
+            release.wait(10)  # the refresher's read, on a write-locked table
+        return real(engine, updated_since=updated_since)
+
+    monkeypatch.setattr(queries, "get_compute_services", services)
+    with caplog.at_level(logging.INFO, logger="scheduler.hosts.manager"):
+        hm.start_refresher()
+        assert blocked.wait(5)
+        deadline = time.monotonic() + 0.8
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            hosts = hm.get_host_states_by_uuids([u1], request_id="req-x")
+            assert time.monotonic() - started < 0.25  # served from the cache, no waiting
+            assert [h.uuid for h in hosts] == [u1]
+            time.sleep(0.02)
+        (warning,) = _records(caplog, logging.WARNING)
+        assert f"Cell locked ({cell}) did not answer within cell_timeout (0.3 s)" in warning
+        assert "req-x" in warning
+        assert _records(caplog, logging.INFO) == []
+        release.set()
+        assert _until(lambda: _records(caplog, logging.INFO))
+    assert len(_records(caplog, logging.WARNING)) == 1
+    (info,) = _records(caplog, logging.INFO)
+    assert info.startswith(f"Cell locked ({cell}) answers again after ")
+
+
+def test_a_slow_cell_waited_for_by_many_requests_is_logged_once(env, monkeypatch, caplog):
+    CONF.set_override("cell_timeout", 0.2, group="scheduler")
+    slow = env.add_cell("slow")
+    env.add_host(slow, "h-slow")
+    slow_url = str(env.cells[slow].url)
+    release = threading.Event()
+    real = queries.get_compute_services
+
+    def services(engine, updated_since=None):
+        if str(engine.url) == slow_url:
+            release.wait(10)
+        return real(engine, updated_since=updated_since)
+
+    monkeypatch.setattr(queries, "get_compute_services", services)
+    hm = env.manager()
+    with caplog.at_level(logging.INFO, logger="scheduler.hosts.manager"):
+        for i in range(4):
+            assert hm.get_host_states_by_uuids(None, request_id=f"req-{i}") == []
+        release.set()
+        assert [hs.host for hs in hm.get_host_states_by_uuids(None)] == ["h-slow"]
+        # the late read is still a failure; the next read, in time, is the recovery
+        assert [hs.host for hs in hm.get_host_states_by_uuids(None)] == ["h-slow"]
+    (warning,) = _records(caplog, logging.WARNING)
+    assert f"Timed out after 0.2 s waiting for cell slow ({slow})" in warning
+    assert "req-0" in warning
+    (info,) = _records(caplog, logging.INFO)
+    assert info.startswith(f"Cell slow ({slow}) answers again after ")

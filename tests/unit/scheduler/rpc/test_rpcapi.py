@@ -28,6 +28,8 @@ from scheduler.rpc.manager import BaseAPI, SchedulerManager
 from tests.samples import NOVA_SELECT_DESTINATIONS
 
 SAMPLE = NOVA_SELECT_DESTINATIONS
+# an instance uuid as nova sends it (the scheduler refuses anything else)
+INSTANCE = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b21"
 
 
 def _full_spec() -> RequestSpec:
@@ -389,7 +391,7 @@ def fake_server(fake_transport):
 def test_in_memory_round_trip_with_alternates(fake_server):
     api, driver = fake_server
     ctxt = RequestContext(request_id="req-mem-1")
-    result = api.select_destinations(ctxt, _spec(), ["i1"], True, True)
+    result = api.select_destinations(ctxt, _spec(), [INSTANCE], True, True)
     assert [s.service_host for s in result[0]] == ["h1", "h1"]
     assert driver.calls[0][0] == _spec()
     assert driver.calls[0][2] is True
@@ -399,7 +401,7 @@ def test_in_memory_no_valid_host(fake_server):
     api, _ = fake_server
     spec = RequestSpec(flavor=Flavor(memory_mb=99_999, vcpus=1))
     with pytest.raises(exceptions.NoValidHost, match="too big"):
-        api.select_destinations(RequestContext(), spec, ["i1"])
+        api.select_destinations(RequestContext(), spec, [INSTANCE])
 
 
 def test_in_memory_ping(fake_server):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+import uuid
 
 import pytest
 from hypothesis import given, settings
@@ -756,3 +757,275 @@ def test_selection_with_bad_allocation_request_is_refused():
     bad["nova_object.data"]["allocation_request"] = "{not json"
     with pytest.raises(InvalidRequest, match=r"Selection\.allocation_request"):
         wire.selection_from_primitive(bad)
+
+
+# -- limits on input (issue 10) --------------------------------------------------------------
+
+BIG = 20 * 1024 * 1024
+MAX_INSTANCES = 1000
+
+
+def _flavor_data(spec_prim: dict) -> dict:
+    return data_of(data_of(spec_prim)["flavor"])
+
+
+def test_excerpt_is_bounded_and_says_how_long():
+    huge = "x" * BIG
+    text = wire.excerpt(huge)
+    assert len(text) < 300 and f"({BIG} chars)" in text
+    assert wire.excerpt("short") == "'short'"
+    listed = wire.excerpt(list(range(200_000)))
+    assert len(listed) < 300 and "(200000 items)" in listed
+    assert len(wire.excerpt({f"k{i}": huge for i in range(1000)})) < 300
+
+
+@pytest.mark.parametrize(
+    ("field", "limit"),
+    [("project_id", 255), ("user_id", 255), ("availability_zone", 255), ("instance_uuid", 255)],
+)
+def test_long_spec_strings_are_refused_naming_field_and_limit(spec_prim, field, limit):
+    data_of(spec_prim)[field] = "x" * (limit + 1)
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.request_spec_from_primitive(spec_prim)
+    message = str(excinfo.value)
+    assert message == (f"RequestSpec.{field}: is {limit + 1} characters long; the limit is {limit}")
+    data_of(spec_prim)[field] = "x" * limit
+    assert getattr(wire.request_spec_from_primitive(spec_prim), field) == "x" * limit
+
+
+def test_twenty_megabyte_project_id_message_is_short(spec_prim):
+    data_of(spec_prim)["project_id"] = "p" * BIG
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.request_spec_from_primitive(spec_prim)
+    assert len(str(excinfo.value)) < 200
+    assert "RequestSpec.project_id" in str(excinfo.value) and "255" in str(excinfo.value)
+
+
+def test_long_flavor_name_is_refused(spec_prim):
+    _flavor_data(spec_prim)["name"] = "n" * 256
+    with pytest.raises(InvalidRequest, match=r"RequestSpec\.flavor\.name: .*limit is 255"):
+        wire.request_spec_from_primitive(spec_prim)
+
+
+def test_long_extra_spec_key_or_value_is_refused(spec_prim):
+    _flavor_data(spec_prim)["extra_specs"] = {"hw:x": "v" * 256}
+    with pytest.raises(
+        InvalidRequest, match=r"RequestSpec\.flavor\.extra_specs\['hw:x'\]: .*limit is 255"
+    ):
+        wire.request_spec_from_primitive(spec_prim)
+    _flavor_data(spec_prim)["extra_specs"] = {"k" * BIG: "v"}
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.request_spec_from_primitive(spec_prim)
+    message = str(excinfo.value)
+    assert "RequestSpec.flavor.extra_specs key" in message and "limit is 255" in message
+    assert len(message) < 300
+
+
+def test_too_many_extra_specs_are_refused(spec_prim):
+    _flavor_data(spec_prim)["extra_specs"] = {f"k{i}": "v" for i in range(200_000)}
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.request_spec_from_primitive(spec_prim)
+    assert str(excinfo.value) == (
+        "RequestSpec.flavor.extra_specs: has 200000 keys; the limit is 1000"
+    )
+    _flavor_data(spec_prim)["extra_specs"] = {f"k{i}": "v" for i in range(1000)}
+    assert len(wire.request_spec_from_primitive(spec_prim).flavor.extra_specs) == 1000
+
+
+def test_long_hint_key_or_value_is_refused(spec_prim):
+    data_of(spec_prim)["scheduler_hints"] = {"group": ["g" * BIG]}
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.request_spec_from_primitive(spec_prim)
+    message = str(excinfo.value)
+    assert message == (
+        f"RequestSpec.scheduler_hints['group'][0]: is {BIG} characters long; the limit is 255"
+    )
+    data_of(spec_prim)["scheduler_hints"] = {"h" * 256: "v"}
+    with pytest.raises(InvalidRequest, match=r"scheduler_hints key .*limit is 255"):
+        wire.request_spec_from_primitive(spec_prim)
+    # a bare hint value is checked as well
+    data_of(spec_prim)["scheduler_hints"] = {"target_cell": "c" * 256}
+    with pytest.raises(InvalidRequest, match=r"scheduler_hints\['target_cell'\]: .*255"):
+        wire.request_spec_from_primitive(spec_prim)
+
+
+def test_json_filter_query_hint_may_be_longer(spec_prim):
+    query = json.dumps(["and"] + [[">=", "$free_ram_mb", n] for n in range(40)])
+    assert len(query) > 255
+    data_of(spec_prim)["scheduler_hints"] = {"query": [query]}
+    assert wire.request_spec_from_primitive(spec_prim).scheduler_hints == {"query": [query]}
+
+
+def test_too_many_hints_or_hint_values_are_refused(spec_prim):
+    data_of(spec_prim)["scheduler_hints"] = {f"h{i}": ["v"] for i in range(1001)}
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.request_spec_from_primitive(spec_prim)
+    assert str(excinfo.value) == "RequestSpec.scheduler_hints: has 1001 hints; the limit is 1000"
+    data_of(spec_prim)["scheduler_hints"] = {"different_host": ["u"] * 1001}
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.request_spec_from_primitive(spec_prim)
+    assert str(excinfo.value) == (
+        "RequestSpec.scheduler_hints['different_host']: has 1001 items; the limit is 1000"
+    )
+
+
+def test_legacy_strings_and_hints_have_the_same_limits():
+    request_spec, filter_properties = legacy_request()
+    request_spec["instance_properties"]["project_id"] = "p" * 256
+    with pytest.raises(InvalidRequest, match=r"instance_properties\.project_id: .*limit is 255"):
+        wire.request_spec_from_legacy(request_spec, filter_properties)
+    request_spec, filter_properties = legacy_request()
+    filter_properties["scheduler_hints"] = {"h": "v" * 256}
+    with pytest.raises(InvalidRequest, match=r"filter_properties\.scheduler_hints\['h'\]"):
+        wire.request_spec_from_legacy(request_spec, filter_properties)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("vcpus", -1, "must be at least 1, got -1"),
+        ("vcpus", 0, "must be at least 1, got 0"),
+        ("memory_mb", 0, "must be at least 1, got 0"),
+        ("memory_mb", -512, "must be at least 1, got -512"),
+        ("root_gb", -1, "must be at least 0, got -1"),
+        ("ephemeral_gb", -1, "must be at least 0, got -1"),
+        ("swap", -1, "must be at least 0, got -1"),
+        ("vcpus", 2**31, f"must be at most {2**31 - 1}, got {2**31}"),
+        ("vcpus", 1.5, "expected an integer, got 1.5 (float)"),
+        ("memory_mb", "9" * 100, "expected an integer"),
+    ],
+)
+def test_flavor_numbers_are_refused_out_of_nova_range(spec_prim, field, value, problem):
+    _flavor_data(spec_prim)[field] = value
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.request_spec_from_primitive(spec_prim)
+    assert str(excinfo.value).startswith(f"RequestSpec.flavor.{field}: {problem}")
+
+
+def test_flavor_numbers_at_their_bounds_pass(spec_prim):
+    flavor = _flavor_data(spec_prim)
+    flavor.update(vcpus=1, memory_mb=1, root_gb=0, ephemeral_gb=0, swap=0)
+    spec = wire.request_spec_from_primitive(spec_prim)
+    assert (spec.flavor.vcpus, spec.flavor.memory_mb, spec.flavor.root_gb) == (1, 1, 0)
+
+
+def test_legacy_flavor_numbers_have_the_same_rule():
+    request_spec, filter_properties = legacy_request()
+    data_of(request_spec["instance_type"])["vcpus"] = 0
+    with pytest.raises(InvalidRequest, match=r"request_spec\.instance_type\.vcpus: must be at"):
+        wire.request_spec_from_legacy(request_spec, filter_properties)
+
+
+# the request size: measured by a bounded walk, before decoding
+
+
+def test_request_within_the_size_limit_passes(spec_prim):
+    wire.check_request_size({"spec_obj": spec_prim, "instance_uuids": ["u"]}, 1024 * 1024)
+
+
+def test_request_over_the_size_limit_names_the_field_and_the_limit(spec_prim):
+    data_of(spec_prim)["scheduler_hints"] = {"big": ["x" * 5000]}
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.check_request_size({"spec_obj": spec_prim}, 4096)
+    message = str(excinfo.value)
+    assert "scheduler_hints" in message and "4096 bytes" in message
+    assert "[scheduler] max_request_bytes" in message
+
+
+def test_size_walk_stops_as_soon_as_the_limit_is_passed():
+    class Counting(list):
+        seen = 0
+
+        def __iter__(self):
+            for item in super().__iter__():
+                Counting.seen += 1
+                yield item
+
+    payload = Counting(range(1_000_000))
+    with pytest.raises(InvalidRequest, match=r"instance_uuids: the request is larger than 1024"):
+        wire.check_request_size({"instance_uuids": payload}, 1024)
+    assert Counting.seen <= 1100
+
+
+def test_huge_extra_specs_are_refused_by_size_quickly(spec_prim):
+    _flavor_data(spec_prim)["extra_specs"] = {f"key-{i}": "v" * 20 for i in range(200_000)}
+    start = time.perf_counter()
+    with pytest.raises(InvalidRequest, match=r"^spec_obj\.flavor\.extra_specs: the request"):
+        wire.check_request_size({"spec_obj": spec_prim}, 1024 * 1024)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_nesting_deeper_than_32_is_refused():
+    deep: list = []
+    for _ in range(40):
+        deep = [deep]
+    with pytest.raises(InvalidRequest, match="is nested deeper than 32 levels"):
+        wire.check_request_size({"spec_obj": deep}, 1024 * 1024)
+    shallow: list = []
+    for _ in range(30):
+        shallow = [shallow]
+    wire.check_request_size({"spec_obj": shallow}, 1024 * 1024)
+
+
+# the instances of the request
+
+
+def _spec(num_instances: int = 1) -> RequestSpec:
+    spec = wire.request_spec_from_primitive(
+        copy.deepcopy(SAMPLE["decoded_message"]["args"]["spec_obj"])
+    )
+    spec.num_instances = num_instances
+    return spec
+
+
+UUID_A = "00000000-0000-0000-0000-00000000001f"
+UUID_B = "00000000-0000-0000-0000-000000000020"
+
+
+def test_instances_within_the_limits_pass():
+    assert wire.check_instances(_spec(2), [UUID_A, UUID_B], MAX_INSTANCES) == [UUID_A, UUID_B]
+    assert wire.check_instances(_spec(3), None, MAX_INSTANCES) is None
+    # a move sends one uuid with the num_instances its boot had: nova accepts it
+    assert wire.check_instances(_spec(3), [UUID_A], MAX_INSTANCES) == [UUID_A]
+
+
+@pytest.mark.parametrize(
+    ("uuids", "message"),
+    [
+        (UUID_A, f"instance_uuids: expected a list of instance UUIDs or null, got '{UUID_A}'"),
+        (7, "instance_uuids: expected a list of instance UUIDs or null, got 7 (int)"),
+        ([UUID_A, None], "instance_uuids[1]: expected an instance UUID string, got None"),
+        ([UUID_A, 5], "instance_uuids[1]: expected an instance UUID string, got 5 (int)"),
+        ([UUID_A, UUID_B, UUID_A], f"instance_uuids[2]: repeats instance_uuids[0] ('{UUID_A}')"),
+        (["not-a-uuid"], "instance_uuids[0]: expected an instance UUID, got 'not-a-uuid'"),
+        (["u" * 256], "instance_uuids[0]: is 256 characters long; the limit is 255"),
+    ],
+)
+def test_bad_instance_uuids_are_refused(uuids, message):
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.check_instances(_spec(), uuids, MAX_INSTANCES)
+    assert str(excinfo.value).startswith(message)
+
+
+def test_too_many_instance_uuids_are_refused():
+    uuids = [str(uuid.UUID(int=n)) for n in range(10_000)]
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.check_instances(_spec(), uuids, MAX_INSTANCES)
+    assert str(excinfo.value) == (
+        "instance_uuids: has 10000 items; the limit is 1000 ([scheduler] max_instances_per_request)"
+    )
+
+
+def test_num_instances_over_the_limit_is_refused():
+    with pytest.raises(InvalidRequest) as excinfo:
+        wire.check_instances(_spec(2**31), [UUID_A], MAX_INSTANCES)
+    assert str(excinfo.value) == (
+        f"RequestSpec.num_instances: is {2**31}; the limit is 1000 "
+        "([scheduler] max_instances_per_request)"
+    )
+
+
+def test_num_instances_below_one_is_refused(spec_prim):
+    data_of(spec_prim)["num_instances"] = 0
+    with pytest.raises(InvalidRequest, match=r"RequestSpec\.num_instances: must be at least 1"):
+        wire.request_spec_from_primitive(spec_prim)
