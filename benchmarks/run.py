@@ -23,16 +23,23 @@ from typing import Any
 
 from benchmarks.report import table
 
-SECTIONS = ("core", "e2e", "throughput", "memory")
+SECTIONS = ("core", "e2e", "throughput", "memory", "faults")
 DEFAULT_SIZES = {
     "core": [100, 1_000, 10_000, 100_000],
     "e2e": [100, 1_000, 10_000],
     "throughput": [1_000],
     "memory": [100_000],
+    "faults": [0],  # the suite's own fleets
 }
-QUICK_SIZES = {"core": [100, 1_000], "e2e": [100], "throughput": [100], "memory": [10_000]}
-DEFAULT_REPEATS = {"core": 40, "e2e": 30, "throughput": 200, "memory": 5}
-QUICK_REPEATS = {"core": 8, "e2e": 5, "throughput": 40, "memory": 3}
+QUICK_SIZES = {
+    "core": [100, 1_000],
+    "e2e": [100],
+    "throughput": [100],
+    "memory": [10_000],
+    "faults": [0],
+}
+DEFAULT_REPEATS = {"core": 40, "e2e": 30, "throughput": 200, "memory": 5, "faults": 1}
+QUICK_REPEATS = {"core": 8, "e2e": 5, "throughput": 40, "memory": 3, "faults": 1}
 
 
 def _parse_sizes(text: str) -> list[int]:
@@ -114,6 +121,8 @@ def sizes_for(section: str, given: list[int] | None, quick: bool) -> list[int]:
         return [max(given)]
     if section == "throughput":
         return [min(given, key=lambda s: abs(s - 1_000))]
+    if section == "faults":
+        return [0]
     return list(given)
 
 
@@ -273,6 +282,7 @@ FORMATTERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "memory": format_memory,
     "e2e": format_generic,
     "throughput": format_generic,
+    "faults": format_generic,
 }
 
 HEADINGS = {
@@ -285,6 +295,8 @@ HEADINGS = {
     "(target: scales with processes, zero over-commits)",
     "memory": "memory: resident memory of a scheduler holding the fleet "
     "(target: 100k hosts <= 600 MB; nova ~1.9 GB peak)",
+    "faults": "faults: the fault suite (tests/faults) against the real services "
+    "(target: every fault survived, 0 allocations lost)",
 }
 
 

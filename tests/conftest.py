@@ -1,4 +1,11 @@
-"""Shared test set-up: every test starts from the default configuration."""
+"""Shared test set-up: every test starts from the default configuration.
+
+``--faults-report FILE`` writes what the fault suite (tests/faults) did, as JSON: its
+ledger's counts and how many fault scenarios passed or were expected failures.
+"""
+
+import json
+from collections import Counter
 
 import pytest
 
@@ -10,3 +17,48 @@ def _reset_config():
     yield
     novasched_conf.CONF.reset()
     novasched_conf.set_defaults(novasched_conf.CONF)
+
+
+_OUTCOMES: Counter[str] = Counter()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--faults-report", metavar="FILE", help="write the fault suite's figures")
+
+
+_LOST_SEEN = [0]  # the ledger's "allocations lost" at the previous report
+
+
+def pytest_runtest_logreport(report):
+    if not report.nodeid.startswith("tests/faults/") or report.when != "call":
+        return
+    from tests.faults import ledger
+
+    lost = ledger.COUNTS["allocations lost"] - _LOST_SEEN[0]
+    _LOST_SEEN[0] = ledger.COUNTS["allocations lost"]
+    if hasattr(report, "wasxfail"):
+        # a case known to lose what it loses (its reason says why): counted apart
+        _OUTCOMES["allocations lost in known cases"] += lost
+    if "tests/faults/test_scenarios.py" not in report.nodeid:
+        return
+    if report.when == "call":
+        if hasattr(report, "wasxfail"):
+            _OUTCOMES["faults known to lose"] += 1
+        elif report.passed:
+            _OUTCOMES["faults survived"] += 1
+        else:
+            _OUTCOMES["faults failed"] += 1
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--faults-report")
+    if not path:
+        return
+    from tests.faults import ledger
+
+    figures = {**ledger.COUNTS, **_OUTCOMES}
+    figures["allocations lost"] = (
+        ledger.COUNTS["allocations lost"] - _OUTCOMES["allocations lost in known cases"]
+    )
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(figures, fh, indent=1, sort_keys=True)

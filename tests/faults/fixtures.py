@@ -31,6 +31,7 @@ from scheduler.rpc import transport as rpc
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.rpcapi import SchedulerAPI
 from scheduler.rpc.service import SchedulerService
+from tests.faults import ledger
 from tests.faults.proxy import FaultProxy
 from tests.functional.fixtures_cloud import PROJECT, USER
 from tests.functional.fixtures_db import make_database
@@ -57,9 +58,11 @@ class FaultCloud:
         uuids = [str(uuidlib.uuid4()) for _ in range(count)]
         spec = RequestSpec(flavor=flavor, num_instances=count, project_id=PROJECT, user_id=USER)
         ctx = RequestContext(user_id=USER, project_id=PROJECT, request_id=f"req-{uuidlib.uuid4()}")
+        ledger.count("calls")
         reply = self.client.select_destinations(
             ctx, spec, uuids, return_objects=True, return_alternates=False
         )
+        ledger.count("calls answered")
         return uuids, reply
 
     def hosts_in(self, cell_uuid: str) -> set[str]:
@@ -81,6 +84,8 @@ class FaultCloud:
         """Every new consumer with allocations got a successful reply."""
         orphans = {c: p for c, p in self.consumers().items() if c not in self.baseline}
         orphans = {c: p for c, p in orphans.items() if c not in succeeded}
+        ledger.count("audits")
+        ledger.count("allocations lost", len(orphans))
         assert not orphans, f"claims without a successful reply: {orphans}"
 
 

@@ -28,6 +28,8 @@ import socket
 import threading
 import time
 
+from tests.faults import ledger
+
 _CHUNK = 65536
 _DIRECTIONS = ("up", "down")
 
@@ -80,6 +82,7 @@ class FaultProxy:
 
     # -- controls ------------------------------------------------------------------------------
     def cut(self) -> None:
+        ledger.count("faults injected")
         with self._lock:
             self._cut = True
             conns = list(self._conns)
@@ -87,6 +90,7 @@ class FaultProxy:
             conn.close()
 
     def delay(self, seconds: float, direction: str = "both") -> None:
+        ledger.count("faults injected")
         with self._lock:
             for d in _DIRECTIONS if direction == "both" else (direction,):
                 if d not in self._delay:
@@ -94,14 +98,17 @@ class FaultProxy:
                 self._delay[d] = float(seconds)
 
     def drop_after(self, n_bytes: int) -> None:
+        ledger.count("faults injected")
         with self._lock:
             self._drop_budget = int(n_bytes)
 
     def trip(self, pattern: bytes, *, after: int = 0, cut_all: bool = True) -> None:
+        ledger.count("faults injected")
         with self._lock:
             self._trip = (pattern, int(after), cut_all)
 
     def slow_responses_to(self, pattern: bytes, seconds: float) -> None:
+        ledger.count("faults injected")
         with self._lock:
             self._slow = (pattern, float(seconds))
 
