@@ -41,13 +41,12 @@ def pytest_runtest_logreport(report):
         _OUTCOMES["allocations lost in known cases"] += lost
     if "tests/faults/test_scenarios.py" not in report.nodeid:
         return
-    if report.when == "call":
-        if hasattr(report, "wasxfail"):
-            _OUTCOMES["faults known to lose"] += 1
-        elif report.passed:
-            _OUTCOMES["faults survived"] += 1
-        else:
-            _OUTCOMES["faults failed"] += 1
+    if hasattr(report, "wasxfail"):
+        _OUTCOMES["faults known to lose"] += 1
+    elif report.passed:
+        _OUTCOMES["faults survived"] += 1
+    else:
+        _OUTCOMES["faults failed"] += 1
 
 
 def pytest_sessionfinish(session):

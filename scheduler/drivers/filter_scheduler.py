@@ -495,56 +495,59 @@ class FilterScheduler:
             instance_uuid,
             host.host,
         )
-        t0 = time.perf_counter()
-        try:
-            self.placement.claim_resources(
-                instance_uuid,
-                alloc_req,
-                req.consumer_project_id,
-                req.consumer_user_id,
-                request_id=req.request_id,
-            )
-        except ConsumerGenerationConflict as exc:
-            raise AllocationUpdateFailed(
-                f"Failed to claim resources for instance {instance_uuid}: its allocations were "
-                f"changed concurrently by another process ({exc})"
-            ) from exc
-        except ClaimOutcomeUnknown as exc:
-            LOG.warning(
-                "The claim of %s on %s may or may not have been made: %s; asking Placement",
-                instance_uuid,
-                host.host,
-                exc,
-            )
-            if self._settle_unknown_claim(req, instance_uuid, exc):
-                LOG.info("The claim of %s on %s was made after all", instance_uuid, host.host)
-                return alloc_req
-            if not req.placement_unreachable and isinstance(exc, PlacementConnectionError):
-                req.placement_unreachable = str(exc)
-            req.claim_errors += 1
-            req.placement_errors.append(str(exc))
-            return None
-        except (ClaimConflict, PlacementClientError) as exc:
-            LOG.info(
-                "Unable to claim resources on %s for instance %s: %s", host.host, instance_uuid, exc
-            )
-            req.claim_failures += 1
-            if not isinstance(exc, ClaimConflict):
+        with req.timed("claim"):
+            try:
+                self.placement.claim_resources(
+                    instance_uuid,
+                    alloc_req,
+                    req.consumer_project_id,
+                    req.consumer_user_id,
+                    request_id=req.request_id,
+                )
+            except ConsumerGenerationConflict as exc:
+                raise AllocationUpdateFailed(
+                    f"Failed to claim resources for instance {instance_uuid}: its allocations were "
+                    f"changed concurrently by another process ({exc})"
+                ) from exc
+            except ClaimOutcomeUnknown as exc:
+                LOG.warning(
+                    "The claim of %s on %s may or may not have been made: %s; asking Placement",
+                    instance_uuid,
+                    host.host,
+                    exc,
+                )
+                if self._settle_unknown_claim(req, instance_uuid, exc):
+                    LOG.info("The claim of %s on %s was made after all", instance_uuid, host.host)
+                    return alloc_req
+                if not req.placement_unreachable and isinstance(exc, PlacementConnectionError):
+                    req.placement_unreachable = str(exc)
+                req.claim_errors += 1
                 req.placement_errors.append(str(exc))
-            return None
-        except PlacementConnectionError as exc:
-            # never reached Placement: nothing was written, and no other host will do better
-            LOG.error("Placement unreachable claiming %s on %s: %s", instance_uuid, host.host, exc)
-            req.placement_unreachable = str(exc)
-            return None
-        except PlacementError as exc:
-            LOG.warning("Placement error claiming %s on %s: %s", instance_uuid, host.host, exc)
-            req.claim_errors += 1
-            req.placement_errors.append(str(exc))
-            return None
-        finally:
-            req.timings["claim"] = req.timings.get("claim", 0.0) + (time.perf_counter() - t0)
-        return alloc_req
+                return None
+            except (ClaimConflict, PlacementClientError) as exc:
+                LOG.info(
+                    "Unable to claim resources on %s for instance %s: %s",
+                    host.host,
+                    instance_uuid,
+                    exc,
+                )
+                req.claim_failures += 1
+                if not isinstance(exc, ClaimConflict):
+                    req.placement_errors.append(str(exc))
+                return None
+            except PlacementConnectionError as exc:
+                # never reached Placement: nothing was written, and no other host will do better
+                LOG.error(
+                    "Placement unreachable claiming %s on %s: %s", instance_uuid, host.host, exc
+                )
+                req.placement_unreachable = str(exc)
+                return None
+            except PlacementError as exc:
+                LOG.warning("Placement error claiming %s on %s: %s", instance_uuid, host.host, exc)
+                req.claim_errors += 1
+                req.placement_errors.append(str(exc))
+                return None
+            return alloc_req
 
     def _settle_unknown_claim(
         self, req: SchedulingRequest, instance_uuid: str, exc: ClaimOutcomeUnknown

@@ -25,7 +25,6 @@ import db
 from placement_client import PlacementClient
 from scheduler.conf import CONF
 from scheduler.demo import fleet as fleet_mod
-from scheduler.demo.embedded_placement import EmbeddedPlacement
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.context import RequestContext
@@ -33,7 +32,7 @@ from scheduler.rpc.rpcapi import SchedulerAPI
 from scheduler.rpc.service import SchedulerService
 from tests.faults import ledger
 from tests.faults.proxy import FaultProxy
-from tests.functional.fixtures_cloud import PROJECT, USER
+from tests.functional.fixtures_cloud import PROJECT, USER, load_fleet_and_placement
 from tests.functional.fixtures_db import make_database
 from tests.functional.fixtures_rabbit import RABBIT_URL, delete_queues, ensure_rabbit
 
@@ -134,25 +133,9 @@ def build_fault_cloud(
         cell_urls[mapping["uuid"]] = url
         if i in proxied_cells:
             proxies[mapping["uuid"]] = proxy
-    placement_svc = EmbeddedPlacement(f"sqlite:///{tmp / 'placement.sqlite'}", mode="process")
-    placement_url = placement_svc.start()
-    stack.callback(placement_svc.stop)
-    placement = PlacementClient(placement_url, retry_backoff=0.01)
-    fleet = fleet_mod.build_fleet(
-        fleet_mod.FleetSpec(
-            hosts=hosts,
-            cells=list(cell_urls),
-            seed=seed,
-            disabled_fraction=0.0,
-            down_fraction=0.0,
-            max_instances_per_host=1,
-        )
+    placement_url, placement, fleet = load_fleet_and_placement(
+        stack, tmp, api, cell_urls, hosts=hosts, seed=seed, unusable_fraction=0.0
     )
-    engines = {u: db.get_engine(c) for u, c in cell_urls.items()}
-    fleet_mod.load_fleet(fleet, api, engines, placement)
-    for engine in engines.values():
-        db.touch_services(engine)
-    stack.callback(db.dispose_engines)
 
     p_proxy = None
     sched_placement_url = placement_url

@@ -10,6 +10,7 @@ import contextlib
 import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from oslo_messaging import transport as om_transport
 
@@ -59,6 +60,41 @@ def _database(stack: contextlib.ExitStack, kind: str, name: str, tmp: Path) -> s
     return stack.enter_context(make_database(kind, f"novasched_{name}"))
 
 
+def load_fleet_and_placement(
+    stack: contextlib.ExitStack,
+    tmp: Path,
+    api: Any,
+    cell_urls: dict[str, str],
+    *,
+    hosts: int,
+    seed: int,
+    unusable_fraction: float,
+) -> tuple[str, PlacementClient, fleet_mod.Fleet]:
+    """The real Placement (its own process, stopped by ``stack``) and a fleet loaded into the
+    cell databases and into it, ``unusable_fraction`` of it disabled and as much down; the up
+    services have just reported. Returns Placement's URL, a client and the fleet."""
+    placement_svc = EmbeddedPlacement(f"sqlite:///{tmp / 'placement.sqlite'}", mode="process")
+    placement_url = placement_svc.start()
+    stack.callback(placement_svc.stop)
+    placement = PlacementClient(placement_url, retry_backoff=0.01)
+    fleet = fleet_mod.build_fleet(
+        fleet_mod.FleetSpec(
+            hosts=hosts,
+            cells=list(cell_urls),
+            seed=seed,
+            disabled_fraction=unusable_fraction,
+            down_fraction=unusable_fraction,
+            max_instances_per_host=1,
+        )
+    )
+    engines = {u: db.get_engine(c) for u, c in cell_urls.items()}
+    fleet_mod.load_fleet(fleet, api, engines, placement)
+    for engine in engines.values():
+        db.touch_services(engine)
+    stack.callback(db.dispose_engines)
+    return placement_url, placement, fleet
+
+
 def build_cloud(
     stack: contextlib.ExitStack,
     tmp: Path,
@@ -85,25 +121,9 @@ def build_cloud(
         mapping = db.create_cell_mapping(api, name=f"cell{i}", database_connection=cell_url)
         db.create_schema(cell_url, "cell")
         cell_urls[mapping["uuid"]] = cell_url
-    placement_svc = EmbeddedPlacement(f"sqlite:///{tmp / 'placement.sqlite'}", mode="process")
-    placement_url = placement_svc.start()
-    stack.callback(placement_svc.stop)
-    placement = PlacementClient(placement_url, retry_backoff=0.01)
-    fleet = fleet_mod.build_fleet(
-        fleet_mod.FleetSpec(
-            hosts=hosts,
-            cells=list(cell_urls),
-            seed=seed,
-            disabled_fraction=0.125,
-            down_fraction=0.125,
-            max_instances_per_host=1,
-        )
+    placement_url, placement, fleet = load_fleet_and_placement(
+        stack, tmp, api, cell_urls, hosts=hosts, seed=seed, unusable_fraction=0.125
     )
-    engines = {u: db.get_engine(c) for u, c in cell_urls.items()}
-    fleet_mod.load_fleet(fleet, api, engines, placement)
-    for engine in engines.values():
-        db.touch_services(engine)
-    stack.callback(db.dispose_engines)
 
     CONF.set_override("connection", api_url, group="api_database")
     CONF.set_override("auth_type", "noauth2", group="placement")
