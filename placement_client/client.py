@@ -61,6 +61,13 @@ MV_RESOURCE_CLASSES = "1.7"  # PUT /resource_classes/{name}
 MV_AGGREGATES = "1.19"  # aggregates with provider generation
 MV_USAGES = "1.9"
 
+# what get_provider_part reads each part at (aggregates carry the generation from 1.19)
+_PART_VERSIONS = {
+    "inventories": MV_PROVIDER_GET,
+    "allocations": MV_PROVIDER_GET,
+    "traits": MV_TRAITS,
+    "aggregates": MV_AGGREGATES,
+}
 _STANDARD_RESOURCE_CLASSES = frozenset(os_resource_classes.STANDARDS)
 _PROVIDER_WRITE_RETRIES = 5
 
@@ -384,14 +391,7 @@ class PlacementClient:
         """
         path = f"/allocations/{consumer_uuid}"
         allocations = alloc_request["allocations"]
-        # A consumer that already holds allocations is being moved: claim source and
-        # destination together ("doubled-up"), at the generation we just read.
-        current = self.get_allocations_for_consumer(consumer_uuid, request_id)
-        current_allocs = current.get("allocations") or {}
-        if current_allocs:
-            if consumer_generation is None:
-                consumer_generation = current.get("consumer_generation")
-            allocations = _doubled_up(current_allocs, allocations)
+        current_allocs: dict[str, Any] = {}
         payload: dict[str, Any] = {"allocations": allocations}
         if "mappings" in alloc_request:
             payload["mappings"] = alloc_request["mappings"]
@@ -401,6 +401,7 @@ class PlacementClient:
 
         attempt = 0
         orphan_retried = False
+        moved = False  # the consumer's current allocations were read (a move)
         while True:
             attempt += 1
             try:
@@ -416,6 +417,26 @@ class PlacementClient:
                 return
             code, detail, _ = parse_error_body(answer.body)
             if answer.status == 409 and code == CONCURRENT_UPDATE:
+                if (
+                    "consumer generation" in detail
+                    and payload["consumer_generation"] is None
+                    and not moved
+                    and "expected 0 but got None" not in detail
+                ):
+                    # The consumer already holds allocations: it is being moved. Claim source
+                    # and destination together ("doubled-up") at the generation read now.
+                    # nova reads the consumer before every claim; a new instance (nearly
+                    # every claim) has nothing to read, so we read only when Placement says so.
+                    moved = True
+                    current = self.get_allocations_for_consumer(consumer_uuid, request_id)
+                    current_allocs = current.get("allocations") or {}
+                    if current_allocs:
+                        payload["allocations"] = allocations = _doubled_up(
+                            current_allocs, alloc_request["allocations"]
+                        )
+                        payload["consumer_generation"] = current.get("consumer_generation")
+                        attempt -= 1
+                        continue
                 if "consumer generation" in detail:
                     # Placement leaves an empty consumer at generation 0 behind a 400
                     # (provider vanished); a new claim must then say 0, not null.
@@ -637,6 +658,22 @@ class PlacementClient:
         if answer.status != 200:
             raise self._error(PlacementClientError, "GET", path, answer, request_id)
         return answer.body.get("usages", {})
+
+    def get_provider_part(
+        self, uuid: str, part: str, request_id: str | None = None
+    ) -> tuple[int, Any] | None:
+        """One part of a provider with the generation it was read at: ``inventories``
+        (``{rc: record}``), ``allocations`` (``{consumer: {"resources": {rc: n}}}``),
+        ``traits`` or ``aggregates`` (lists). None if the provider does not exist."""
+        microversion = _PART_VERSIONS[part]
+        path = f"/resource_providers/{uuid}/{part}"
+        answer = self._request("GET", path, microversion, request_id=request_id)
+        if answer.status == 404:
+            return None
+        if answer.status != 200:
+            raise self._error(PlacementClientError, "GET", path, answer, request_id)
+        body = answer.body or {}
+        return int(body["resource_provider_generation"]), body.get(part) or {}
 
     def list_providers(self, request_id: str | None = None) -> list[dict[str, Any]]:
         """Every resource provider record."""

@@ -47,6 +47,12 @@ class SchedulingRequest(RequestSpec):
     provider_count: int | None = None
     # when Placement returned nothing: which single query term emptied the answer
     placement_hint: str = ""
+    # who answered the candidates query: "view" (the provider view) or "placement"; why the
+    # view did not, and how old it was (seconds since its last refresh)
+    candidate_source: str = ""
+    view_declined: str = ""
+    view_age: float | None = None
+    use_view: bool = True  # False: ask Placement (a NoValidHost from the view, asked again)
     # allocation requests by provider uuid (nova's HostState.allocation_candidates); the NUMA
     # and PCI filters drop the ones that do not fit
     allocation_candidates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)

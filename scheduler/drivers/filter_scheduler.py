@@ -29,6 +29,7 @@ from placement_client import (
     ClaimConflict,
     ClaimOutcomeUnknown,
     ConsumerGenerationConflict,
+    PlacementClient,
     PlacementClientError,
     PlacementConnectionError,
     PlacementError,
@@ -139,7 +140,7 @@ class FilterScheduler:
     # "host_states", "filter", "weigh", "claim", "total"); the benchmark sets it.
     timing_observer: Callable[[dict[str, float]], None] | None = None
 
-    def __init__(self, *, placement=None, host_manager=None, conf=CONF):
+    def __init__(self, *, placement=None, host_manager=None, view=None, conf=CONF):
         self.conf = conf
         fs = conf.filter_scheduler
         try:
@@ -149,6 +150,7 @@ class FilterScheduler:
             raise
         except Exception as exc:
             raise ConfigurationError(f"Could not load filters/weighers: {exc}") from exc
+        injected = placement is not None
         if placement is None:
             from scheduler.placement.client import client_from_conf
 
@@ -159,6 +161,14 @@ class FilterScheduler:
             host_manager = HostManager(conf)
         self.placement = placement
         self.host_manager = host_manager
+        # the provider view: a ViewRefresher from [placement] view_feed, unless one is given
+        # (False: none); a stand-in Placement (tests) gets none
+        if view is None and (not injected or isinstance(placement, PlacementClient)):
+            from scheduler.placement.client import view_from_conf
+
+            view = view_from_conf(conf, placement)
+        self.view_refresher = view or None
+        self.view = self.view_refresher.view if self.view_refresher else None
         self.deferred_deletes = DeferredDeletes(placement)
         prefilters.warn_unimplemented_toggles(conf)
         if self._needs_instance_details() and hasattr(host_manager, "instance_details"):
@@ -191,10 +201,14 @@ class FilterScheduler:
         if warm_up is not None:
             warm_up()
             self.host_manager.start_refresher()
+        if self.view_refresher is not None:
+            self.view_refresher.start()
 
     def stop(self) -> None:
         self.deferred_deletes.stop()
         self.host_manager.stop()
+        if self.view_refresher is not None:
+            self.view_refresher.stop()
 
     def update_aggregates(self, aggregates: list[Any]) -> None:
         self.host_manager.update_aggregates(aggregates)
@@ -207,6 +221,12 @@ class FilterScheduler:
 
     def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
         self.host_manager.instance_tracker.delete_instance_info(host_name, instance_uuid)
+        if self.view is not None:
+            # nova deletes an instance's allocations with DELETE /allocations, which leaves
+            # the provider's generation as it was: read the host's providers again
+            find = getattr(self.host_manager, "host_states_for", None)
+            if find is not None:
+                self.view.mark_dirty(hs.uuid for hs in find(host_name) if hs.uuid)
 
     def sync_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
         self.host_manager.instance_tracker.sync_instance_info(host_name, instance_uuids)
@@ -221,14 +241,19 @@ class FilterScheduler:
         req = self.new_request(context, spec_obj)
         start = time.perf_counter()
         try:
-            if req.is_rebuild:
-                # nova: no prefilters, no Placement, every host of the cells, no claim
-                hosts = self.all_hosts(req)
-                return self._legacy_find_hosts(req, hosts, instance_uuids, return_alternates)
-            hosts = self.placement_hosts(req)
-            if instance_uuids is None:
-                return self._legacy_find_hosts(req, hosts, None, return_alternates)
-            return self._schedule(req, hosts, instance_uuids, return_alternates)
+            try:
+                return self._select(req, instance_uuids, return_alternates)
+            except NoValidHost as exc:
+                if not self._confirm_with_placement(req, exc):
+                    raise
+                # the view may have been wrong (a DELETE it has not seen yet, a claim it
+                # counts that was deleted): Placement has the last word on a NoValidHost
+                retry = self.new_request(context, spec_obj)
+                retry.deadline = req.deadline
+                retry.use_view = False
+                retry.timings = req.timings
+                req = retry
+                return self._select(req, instance_uuids, return_alternates)
         finally:
             total = time.perf_counter() - start
             if LOG.isEnabledFor(logging.DEBUG):
@@ -240,6 +265,34 @@ class FilterScheduler:
             observer = self.timing_observer
             if observer is not None:
                 observer(dict(req.timings, total=total))
+
+    def _select(
+        self,
+        req: SchedulingRequest,
+        instance_uuids: list[str] | None,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        if req.is_rebuild:
+            # nova: no prefilters, no Placement, every host of the cells, no claim
+            hosts = self.all_hosts(req)
+            return self._legacy_find_hosts(req, hosts, instance_uuids, return_alternates)
+        hosts = self.placement_hosts(req)
+        if instance_uuids is None:
+            return self._legacy_find_hosts(req, hosts, None, return_alternates)
+        return self._schedule(req, hosts, instance_uuids, return_alternates)
+
+    def _confirm_with_placement(self, req: SchedulingRequest, exc: NoValidHost) -> bool:
+        """Whether a NoValidHost reached on the view's candidates is asked again of
+        Placement (not past the deadline, not with Placement unreachable)."""
+        if req.candidate_source != "view" or req.placement_unreachable:
+            return False
+        if _clock() >= req.deadline:
+            return False
+        LOG.info(
+            "No valid host from the provider view's candidates (%s); asking Placement",
+            exc.reason,
+        )
+        return True
 
     # -- the steps (public: explain runs them too) -------------------------------------------
     def new_request(self, context: Any, spec: RequestSpec) -> SchedulingRequest:
@@ -351,19 +404,22 @@ class FilterScheduler:
     def _hosts_from_placement(self, req: SchedulingRequest) -> list[HostState]:
         in_tree, unlimited = self._forced_in_tree(req)
         queries = query.build_queries(req, conf=self.conf, in_tree=in_tree, unlimited=unlimited)
-        results: list[AllocationCandidates] = []
-        with req.timed("placement"):
-            for q in queries:
-                try:
-                    results.append(
-                        self.placement.get_allocation_candidates(q, request_id=req.request_id)
-                    )
-                except PlacementError as exc:
-                    LOG.error("Failed to get allocation candidates from Placement: %s", exc)
-                    raise NoValidHost(
-                        f"Placement could not be asked for candidates: {exc}"
-                    ) from exc
-        candidates = results[0] if len(results) == 1 else query.merge_candidates(results)
+        candidates = self._candidates_from_view(req, queries)
+        if candidates is None:
+            results: list[AllocationCandidates] = []
+            req.candidate_source = "placement"
+            with req.timed("placement"):
+                for q in queries:
+                    try:
+                        results.append(
+                            self.placement.get_allocation_candidates(q, request_id=req.request_id)
+                        )
+                    except PlacementError as exc:
+                        LOG.error("Failed to get allocation candidates from Placement: %s", exc)
+                        raise NoValidHost(
+                            f"Placement could not be asked for candidates: {exc}"
+                        ) from exc
+            candidates = results[0] if len(results) == 1 else query.merge_candidates(results)
         req.query_text = " | ".join(q.describe() for q in queries)
         req.candidate_count = len(candidates.allocation_requests)
         req.provider_count = len(candidates.provider_summaries)
@@ -407,6 +463,40 @@ class FilterScheduler:
                 "cells (a cell may have been skipped; see the warnings)"
             )
         return hosts
+
+    def _candidates_from_view(
+        self, req: SchedulingRequest, queries: list[Any]
+    ) -> AllocationCandidates | None:
+        """The candidates of ``queries`` from the provider view, or None (the reason is kept
+        in ``req.view_declined``) when the view cannot answer them all or finds none: an
+        empty answer is always Placement's to give."""
+        view = self.view
+        if view is None or not req.use_view:
+            return None
+        answers = []
+        with req.timed("view"):
+            for q in queries:
+                answer = view.candidates(q)
+                req.view_age = answer.age
+                if answer.candidates is None:
+                    req.view_declined = answer.reason
+                    LOG.debug("Provider view not used: %s", answer.reason)
+                    return None
+                answers.append(answer.candidates)
+            candidates = answers[0] if len(answers) == 1 else query.merge_candidates(answers)
+        if candidates.empty:
+            req.view_declined = "the provider view found no candidate"
+            LOG.debug("The provider view found no candidate; asking Placement")
+            return None
+        req.candidate_source = "view"
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(
+                "%d allocation candidate(s) from the provider view (%s feed, %.1f s old)",
+                len(candidates.allocation_requests),
+                view.source,
+                req.view_age or 0.0,
+            )
+        return candidates
 
     def _narrow(
         self, req: SchedulingRequest, hosts: list[HostState]
@@ -518,6 +608,7 @@ class FilterScheduler:
                 )
                 if self._settle_unknown_claim(req, instance_uuid, exc):
                     LOG.info("The claim of %s on %s was made after all", instance_uuid, host.host)
+                    self._assume(instance_uuid, alloc_req)
                     return alloc_req
                 if not req.placement_unreachable and isinstance(exc, PlacementConnectionError):
                     req.placement_unreachable = str(exc)
@@ -534,6 +625,9 @@ class FilterScheduler:
                 req.claim_failures += 1
                 if not isinstance(exc, ClaimConflict):
                     req.placement_errors.append(str(exc))
+                if self.view is not None:
+                    # the view thought it fitted: read those providers again at once
+                    self.view.mark_dirty(alloc_req.get("allocations") or ())
                 return None
             except PlacementConnectionError as exc:
                 # never reached Placement: nothing was written, and no other host will do better
@@ -547,7 +641,13 @@ class FilterScheduler:
                 req.claim_errors += 1
                 req.placement_errors.append(str(exc))
                 return None
+            self._assume(instance_uuid, alloc_req)
             return alloc_req
+
+    def _assume(self, instance_uuid: str, alloc_req: dict[str, Any]) -> None:
+        """Count a claim Placement took in the provider view at once."""
+        if self.view is not None:
+            self.view.assume(instance_uuid, alloc_req.get("allocations") or {})
 
     def _settle_unknown_claim(
         self, req: SchedulingRequest, instance_uuid: str, exc: ClaimOutcomeUnknown
@@ -768,6 +868,9 @@ class FilterScheduler:
                 self.deferred_deletes.add(instance_uuid, req.request_id)
         if consumers:
             LOG.info("Rolled back the claims of %d instance(s)", len(consumers))
+            if self.view is not None:
+                for instance_uuid in consumers:
+                    self.view.forget(instance_uuid)
         req.claimed.clear()
         req.possibly_claimed.clear()
         # our consumption is void: take the cell database's numbers again (nova clears

@@ -185,8 +185,13 @@ def explain_request(
                     "query": req.query_text or None,
                     "candidates": req.candidate_count,
                     "providers": req.provider_count,
-                    "elapsed_ms": _ms(req.timings.get("placement", 0.0)),
+                    "elapsed_ms": _ms(
+                        req.timings.get("placement", 0.0) + req.timings.get("view", 0.0)
+                    ),
                     "hint": req.placement_hint or None,
+                    "source": req.candidate_source or None,
+                    "view_age_s": None if req.view_age is None else round(req.view_age, 3),
+                    "view_declined": req.view_declined or None,
                 }
         else:
             hosts = driver.all_hosts(req)

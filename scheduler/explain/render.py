@@ -68,6 +68,20 @@ def _render_instance(lines: list[str], entry: dict[str, Any], limit: int) -> Non
         )
 
 
+def _source(p: dict[str, Any]) -> str:
+    """Which source answered the candidates query, and the view's age or why it did not."""
+    source = p.get("source")
+    age = p.get("view_age_s")
+    if source == "view":
+        return f"answered by the provider view ({age:.1f} s old), not by Placement"
+    if source == "placement":
+        declined = p.get("view_declined")
+        return "answered by Placement" + (
+            f" (the provider view did not: {declined})" if declined else ""
+        )
+    return ""
+
+
 def render_text(doc: dict[str, Any], limit: int = 10) -> str:
     """The explain document for a terminal: ``limit`` host names per list."""
     lines: list[str] = []
@@ -102,6 +116,9 @@ def render_text(doc: dict[str, Any], limit: int = 10) -> str:
                 f"  {p['candidates']} allocation candidate(s) on {p['providers']} provider(s) "
                 f"({p['elapsed_ms']:.1f} ms)"
             )
+        source = _source(p)
+        if source:
+            lines.append(f"  {source}")
         if p["hint"]:
             lines.append(f"  {p['hint']}")
     lines.append(f"Hosts considered: {doc['hosts']}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from keystoneauth1 import loading as ks_loading
 
 from placement_client import PlacementClient
+from provider_view import ApiFeed, DatabaseFeed, ProviderView, ViewRefresher
 from scheduler.conf import CONF
 from scheduler.exceptions import ConfigurationError
 
@@ -50,3 +51,30 @@ def client_from_conf(conf=CONF) -> PlacementClient:
         retry_backoff=opts.claim_retry_backoff,
         coalesce_candidates=opts.coalesce_candidate_queries,
     )
+
+
+def view_from_conf(conf=CONF, client: PlacementClient | None = None) -> ViewRefresher | None:
+    """The provider view and its refresher for ``[placement] view_feed`` (None: no view).
+    Nothing is read yet: ``ViewRefresher.load`` / ``start`` do that."""
+    opts = conf[GROUP]
+    feed_name = opts.view_feed
+    if feed_name == "none":
+        return None
+    if feed_name == "auto":
+        feed_name = "database" if opts.view_database_connection else "api"
+    view = ProviderView(max_age=opts.view_max_age)
+    if feed_name == "database":
+        if not opts.view_database_connection:
+            raise ConfigurationError(
+                "[placement] view_feed = database needs [placement] view_database_connection "
+                "(the SQLAlchemy URL of Placement's database, read-only)"
+            )
+        try:
+            feed = DatabaseFeed(opts.view_database_connection)
+        except Exception as exc:  # a malformed URL or a missing driver
+            raise ConfigurationError(
+                f"[placement] view_database_connection is not usable: {exc}"
+            ) from exc
+    else:
+        feed = ApiFeed(client or client_from_conf(conf), sweep_period=opts.view_sweep_period)
+    return ViewRefresher(view, feed, interval=opts.view_refresh_interval)

@@ -253,11 +253,13 @@ class FaultProxy:
                     break
                 if not data:
                     break
+                # counted before it is sent: the peer may read it (and a test may look at
+                # the counts) before sendall returns here
+                self.bytes[direction] += len(data)
                 try:
                     dst.sendall(data)
                 except OSError:
                     break
-                self.bytes[direction] += len(data)
                 if close_after:
                     break
         finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("scheduler", "filters", "weighers", "placement_client", "db")
+PACKAGES = ("scheduler", "filters", "weighers", "placement_client", "provider_view", "db")
 
 # what sits above the request path: only the console commands and the demo may use it
 _TOP = ("scheduler.cmd", "scheduler.demo")
@@ -23,8 +23,11 @@ _SERVICE = ("scheduler.rpc", "scheduler.drivers", "scheduler.explain", *_TOP)
 # module prefix -> prefixes it must not import (a prefix matches the module and its children)
 RULES: dict[str, tuple[str, ...]] = {
     # the leaves: HTTP to Placement, nova's tables
-    "placement_client": ("scheduler", "filters", "weighers", "db"),
-    "db": ("scheduler", "filters", "weighers", "placement_client"),
+    "placement_client": ("scheduler", "filters", "weighers", "db", "provider_view"),
+    "db": ("scheduler", "filters", "weighers", "placement_client", "provider_view"),
+    # Placement's providers held in the scheduler: reads Placement (client or its database),
+    # knows nothing of nova, requests or hosts
+    "provider_view": ("scheduler", "filters", "weighers", "db"),
     # the model every stage shares
     "scheduler.objects": ("scheduler.", "filters", "weighers", "db", "placement_client"),
     "scheduler.exceptions": ("scheduler.", "filters", "weighers", "db", "placement_client"),
@@ -45,6 +48,7 @@ RULES: dict[str, tuple[str, ...]] = {
     "filters": (
         *_SERVICE,
         "scheduler.placement",
+        "provider_view",
         "scheduler.hosts.manager",
         "scheduler.hosts.instances",
         "weighers",
@@ -54,6 +58,7 @@ RULES: dict[str, tuple[str, ...]] = {
     "weighers": (
         *_SERVICE,
         "scheduler.placement",
+        "provider_view",
         "scheduler.hosts.manager",
         "scheduler.hosts.instances",
         "filters",
@@ -64,6 +69,7 @@ RULES: dict[str, tuple[str, ...]] = {
     "scheduler.hosts": (
         *_SERVICE,
         "scheduler.placement",
+        "provider_view",
         "filters",
         "weighers",
         "placement_client",

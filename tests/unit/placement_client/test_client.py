@@ -67,7 +67,6 @@ def _client(*responses, **kw) -> tuple[PlacementClient, FakeSession]:
     return PlacementClient("http://placement:8778/", session=session, **kw), session
 
 
-NO_ALLOCS = FakeResponse(200, {"allocations": {}})
 AR = {"allocations": {RP1: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}, "mappings": {"": [RP1]}}
 
 
@@ -96,11 +95,11 @@ def test_allocation_candidates_request_headers_and_parse():
 
 
 def test_new_consumer_claim_sends_nova_body_and_leaves_request_untouched():
-    client, session = _client(NO_ALLOCS, FakeResponse(204))
+    client, session = _client(FakeResponse(204))
     original = copy.deepcopy(AR)
     client.claim_resources("c-1", AR, "proj", "user", request_id="req-1")
-    get, put = session.calls
-    assert (get["method"], get["headers"]["OpenStack-API-Version"]) == ("GET", "placement 1.28")
+    # a new consumer: one PUT, nothing read first (nova reads the consumer before every claim)
+    (put,) = session.calls
     assert put["method"] == "PUT" and put["url"].endswith("/allocations/c-1")
     assert put["headers"]["OpenStack-API-Version"] == "placement 1.36"
     assert put["body"] == {
@@ -118,9 +117,14 @@ def test_move_claim_doubles_up_with_the_generation_read():
         "allocations": {RP2: {"resources": {"VCPU": 4}, "generation": 9}},
         "consumer_generation": 3,
     }
-    client, session = _client(FakeResponse(200, current), FakeResponse(204))
+    exists = _error(
+        409, "placement.concurrent_update", "consumer generation conflict - expected 3 but got None"
+    )
+    client, session = _client(exists, FakeResponse(200, current), FakeResponse(204))
     client.claim_resources("c-1", AR, "p", "u")
-    body = session.calls[1]["body"]
+    assert [c["method"] for c in session.calls] == ["PUT", "GET", "PUT"]
+    assert session.calls[1]["headers"]["OpenStack-API-Version"] == "placement 1.28"
+    body = session.calls[2]["body"]
     assert body["consumer_generation"] == 3
     assert body["allocations"] == {
         RP2: {"resources": {"VCPU": 4}},
@@ -133,16 +137,19 @@ def test_same_host_resize_sums_amounts():
         "allocations": {RP1: {"resources": {"VCPU": 2, "MEMORY_MB": 1024}, "generation": 1}},
         "consumer_generation": 1,
     }
-    client, session = _client(FakeResponse(200, current), FakeResponse(204))
+    exists = _error(
+        409, "placement.concurrent_update", "consumer generation conflict - expected 1 but got None"
+    )
+    client, session = _client(exists, FakeResponse(200, current), FakeResponse(204))
     client.claim_resources("c-1", AR, "p", "u")
-    assert session.calls[1]["body"]["allocations"] == {
+    assert session.calls[2]["body"]["allocations"] == {
         RP1: {"resources": {"VCPU": 3, "MEMORY_MB": 1536}}
     }
 
 
 def test_provider_generation_race_resends_same_put(no_sleep):
     race = _error(409, "placement.concurrent_update", "resource provider generation conflict")
-    client, session = _client(NO_ALLOCS, race, race, FakeResponse(204), retry_backoff=0.5)
+    client, session = _client(race, race, FakeResponse(204), retry_backoff=0.5)
     client.claim_resources("c-1", AR, "p", "u")
     puts = [c for c in session.calls if c["method"] == "PUT"]
     assert len(puts) == 3 and puts[0]["body"] == puts[2]["body"]
@@ -152,7 +159,7 @@ def test_provider_generation_race_resends_same_put(no_sleep):
 
 def test_provider_generation_race_gives_up_after_claim_retries():
     race = _error(409, "placement.concurrent_update", "Inventory and/or allocations changed")
-    client, session = _client(NO_ALLOCS, race, race, race, claim_retries=3)
+    client, session = _client(race, race, race, claim_retries=3)
     with pytest.raises(ClaimConflict) as err:
         client.claim_resources("c-1", AR, "p", "u")
     assert len([c for c in session.calls if c["method"] == "PUT"]) == 3
@@ -161,10 +168,10 @@ def test_provider_generation_race_gives_up_after_claim_retries():
 
 def test_capacity_conflict_is_not_retried():
     full = _error(409, "placement.undefined_code", "... would exceed the capacity.")
-    client, session = _client(NO_ALLOCS, full)
+    client, session = _client(full)
     with pytest.raises(ClaimConflict) as err:
         client.claim_resources("c-1", AR, "p", "u")
-    assert len(session.calls) == 2
+    assert len(session.calls) == 1
     assert err.value.status == 409 and err.value.code == "placement.undefined_code"
     assert err.value.request_id == "req-p"
     assert "try another" in str(err.value)
@@ -174,27 +181,29 @@ def test_consumer_generation_conflict_is_raised_without_retry():
     conflict = _error(
         409, "placement.concurrent_update", "consumer generation conflict - expected 2 but got 1"
     )
+    exists = _error(
+        409, "placement.concurrent_update", "consumer generation conflict - expected 1 but got None"
+    )
     current = {"allocations": {RP2: {"resources": {"VCPU": 1}}}, "consumer_generation": 1}
-    client, session = _client(FakeResponse(200, current), conflict)
+    # the move's doubled-up PUT loses to another writer of the consumer: not retried
+    client, session = _client(exists, FakeResponse(200, current), conflict)
     with pytest.raises(ConsumerGenerationConflict):
         client.claim_resources("c-1", AR, "p", "u")
-    assert len(session.calls) == 2
+    assert [c["method"] for c in session.calls] == ["PUT", "GET", "PUT"]
 
 
 def test_orphan_consumer_is_claimed_with_generation_zero():
     orphan = _error(
         409, "placement.concurrent_update", "consumer generation conflict - expected 0 but got None"
     )
-    client, session = _client(NO_ALLOCS, orphan, FakeResponse(204))
+    client, session = _client(orphan, FakeResponse(204))
     client.claim_resources("c-1", AR, "p", "u")
     puts = [c["body"]["consumer_generation"] for c in session.calls if c["method"] == "PUT"]
     assert puts == [None, 0]
 
 
 def test_other_4xx_is_a_client_error():
-    client, _ = _client(
-        NO_ALLOCS, _error(400, "placement.undefined_code", "Allocation for resource provider")
-    )
+    client, _ = _client(_error(400, "placement.undefined_code", "Allocation for resource provider"))
     with pytest.raises(PlacementClientError) as err:
         client.claim_resources("c-1", AR, "p", "u")
     assert err.value.status == 400
@@ -301,8 +310,8 @@ CLAIM = {"allocations": {RP1: {"resources": {"VCPU": 1}}}, "mappings": {"": [RP1
 
 
 def _claim_client(*responses) -> tuple[PlacementClient, FakeSession]:
-    # the GET of the consumer's current allocations, then the PUT's outcome
-    session = FakeSession(FakeResponse(200, {"allocations": {}}), *responses)
+    # the PUT's outcome (a new consumer: nothing is read before it)
+    session = FakeSession(*responses)
     return PlacementClient("http://placement", session=session), session
 
 
@@ -336,7 +345,7 @@ def test_claim_whose_answer_is_lost_has_an_unknown_outcome(failure):
     assert err.value.may_have_landed is True
     assert err.value.allocations == CLAIM["allocations"]
     assert err.value.previous == {}
-    assert [c["method"] for c in session.calls] == ["GET", "PUT"]
+    assert [c["method"] for c in session.calls] == ["PUT"]
 
 
 def test_claim_5xx_has_an_unknown_outcome():
@@ -368,13 +377,16 @@ def test_claim_never_sent_is_a_plain_connection_error(failure):
     assert err.value.may_have_landed is False
 
 
-def test_failure_reading_the_consumer_before_the_put_is_not_unknown():
-    session = FakeSession(requests.ReadTimeout("read timed out"))
+def test_failure_reading_a_moved_consumer_before_the_put_is_not_unknown():
+    exists = _error(
+        409, "placement.concurrent_update", "consumer generation conflict - expected 2 but got None"
+    )
+    session = FakeSession(exists, requests.ReadTimeout("read timed out"))
     client = PlacementClient("http://placement", session=session)
     with pytest.raises(PlacementConnectionError) as err:
         client.claim_resources("c-1", CLAIM, "p", "u")
     assert not isinstance(err.value, ClaimOutcomeUnknown)
-    assert [c["method"] for c in session.calls] == ["GET"]
+    assert [c["method"] for c in session.calls] == ["PUT", "GET"]
 
 
 def test_keystone_timeout_is_an_unknown_claim_outcome_and_the_timeout_is_passed():
@@ -383,7 +395,7 @@ def test_keystone_timeout_is_an_unknown_claim_outcome_and_the_timeout_is_passed(
     class Scripted(FakeAdapter):
         def __init__(self):
             super().__init__(None)
-            self.outcomes = [FakeResponse(200, {"allocations": {}}), ks_exc.ConnectTimeout("t")]
+            self.outcomes = [ks_exc.ConnectTimeout("t")]
 
         def request(self, *args, **kwargs):
             self.outcome = self.outcomes.pop(0)

@@ -1,0 +1,139 @@
+"""The thread that loads the provider view and keeps it current."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Protocol
+
+from provider_view.view import ProviderView
+
+LOG = logging.getLogger(__name__)
+
+# a refresh asked for by mark_dirty (a refused claim, a rollback) waits at least this long
+# after the previous one, so that a burst of refusals costs one refresh
+_MIN_GAP = 0.05
+
+
+class Feed(Protocol):
+    name: str
+
+    def load(self, view: ProviderView) -> None: ...
+
+    def poll(self, view: ProviderView) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class ViewRefresher:
+    """Loads the view, then refreshes it every ``interval`` seconds (sooner when a
+    provider is marked dirty). Failures are logged and retried; the view then ages, and
+    past its ``max_age`` the scheduler asks Placement instead."""
+
+    def __init__(self, view: ProviderView, feed: Feed, interval: float = 1.0):
+        self.view = view
+        self.feed = feed
+        self.interval = max(0.05, float(interval))
+        view.source = feed.name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.loaded = threading.Event()
+        self.polls = 0
+        self.failures = 0
+        self.last_error: str | None = None
+        self.last_poll_seconds = 0.0
+
+    def start(self, load_now: bool | None = None) -> None:
+        """Start refreshing. ``load_now`` (default: unless the feed is the API, whose cold
+        load takes four GETs per provider) loads on the caller's thread first, like the
+        host cache's warm-up; otherwise the thread loads it and requests ask Placement
+        until it is loaded."""
+        if load_now is None:
+            load_now = self.feed.name != "api"
+        if load_now and not self.loaded.is_set():
+            self.load()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="provider-view", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.view.changed.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.feed.close()
+
+    def load(self) -> bool:
+        """The cold load, on the caller's thread; False (logged) if it failed."""
+        started = time.monotonic()
+        LOG.info("Loading the provider view through the %s feed", self.feed.name)
+        try:
+            self.feed.load(self.view)
+        except Exception as exc:  # any failure: logged, retried by the thread
+            self._failed("load", exc)
+            return False
+        LOG.info(
+            "Provider view loaded: %d provider(s) through the %s feed in %.2f s",
+            len(self.view),
+            self.feed.name,
+            time.monotonic() - started,
+        )
+        self.loaded.set()
+        return True
+
+    def poll_once(self) -> None:
+        started = time.monotonic()
+        read = self.feed.poll(self.view)
+        self.polls += 1
+        self.last_poll_seconds = time.monotonic() - started
+        if self.failures:
+            LOG.info("Provider view refreshed again after %d failure(s)", self.failures)
+            self.failures = 0
+            self.last_error = None
+        if read and LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(
+                "Provider view: read %d changed provider(s) in %.1f ms",
+                read,
+                self.last_poll_seconds * 1000,
+            )
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and not self.loaded.is_set():
+            if not self.load():
+                self._stop.wait(min(30.0, self.interval * (2 ** min(self.failures, 5))))
+        last = time.monotonic()
+        while not self._stop.is_set():
+            woken = self.view.changed.wait(max(0.0, last + self.interval - time.monotonic()))
+            if self._stop.is_set():
+                break
+            if woken:
+                self._stop.wait(max(0.0, last + _MIN_GAP - time.monotonic()))
+            last = time.monotonic()
+            try:
+                self.poll_once()
+            except Exception as exc:  # any failure: logged, tried again next interval
+                self._failed("refresh", exc)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        self.failures += 1
+        self.last_error = str(exc)
+        log = LOG.warning if self.failures in (1, 10) or self.failures % 60 == 0 else LOG.debug
+        log(
+            "Provider view %s through the %s feed failed (%d in a row): %s",
+            what,
+            self.feed.name,
+            self.failures,
+            exc,
+        )
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "source": self.feed.name,
+            "loaded": self.loaded.is_set(),
+            "providers": len(self.view),
+            "age": self.view.age(),
+            "failures": self.failures,
+            "last_error": self.last_error,
+        }
