@@ -20,10 +20,17 @@ periodic sync_instance_info), so a server-group request reads no instances from 
 
 "Refresh, nothing changed" is measured after the fleet has been quiet for longer than the
 host manager's read window, so the read finds no row.
+
+To tell where a tail comes from, each row also gives the first request's total (it builds the
+host table's columns the filters and weighers use: the cold start of every new process), the
+cyclic garbage collector's collections during the requests (any thread's), and the load
+average before and after: on a machine shared with other work, the slowest requests are
+mostly ones that waited for a CPU.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shutil
@@ -59,6 +66,41 @@ def summarize(values: list[float]) -> dict[str, float]:
         "p50": round(statistics.median(values) * 1000, 3),
         "p99": round(percentile(values, 99) * 1000, 3),
     }
+
+
+class _GCWatch:
+    """The cyclic GC's collections while it is installed (from any thread): per generation,
+    how many, and the longest and total pause."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.longest = [0.0, 0.0, 0.0]
+        self.total = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        gen = info["generation"]
+        took = time.perf_counter() - self._started
+        self.count[gen] += 1
+        self.longest[gen] = max(self.longest[gen], took)
+        self.total[gen] += took
+
+    def summary(self, requests: int) -> dict[str, Any]:
+        return {
+            "collections": {f"gen{g}": self.count[g] for g in range(3)},
+            "longest_ms": {f"gen{g}": round(self.longest[g] * 1000, 2) for g in range(3)},
+            "total_ms_per_request": round(sum(self.total) * 1000 / max(1, requests), 3),
+        }
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def ensure_conf(conf: Any) -> None:
@@ -144,6 +186,7 @@ def measure_size(
     say(f"core {size}: fleet built in {bench.build_seconds:.1f} s")
     driver = _driver(bench, conf)
     hm = driver.host_manager
+    gc_watch = _GCWatch()
     try:
         # as the service starts: every cell read whole before the first request, then the
         # refresher thread keeps the service rows current off the request path
@@ -153,6 +196,7 @@ def measure_size(
         if loaded != size:
             raise RuntimeError(f"the first read found {loaded} of {size} hosts")
         hm.start_refresher()
+        driver.warm_up_plugins()  # as FilterScheduler.prepare does
         sync_instances(driver, bench)
 
         timings: dict[str, list[float]] = {"refresh": [], "filter": [], "weigh": [], "total": []}
@@ -163,6 +207,8 @@ def measure_size(
         # the candidates as the driver hands them over: the keys of Placement's provider
         # summaries (a dict decoded from Placement's answer, not the scheduler's time)
         summaries: dict[int, Any] = {}
+        load_before = _load_average()
+        gc.callbacks.append(gc_watch)
         bench.heartbeat(0)  # start the heartbeat clock now
         for i in range(repeats):
             kind = KINDS[i % len(KINDS)]
@@ -186,6 +232,8 @@ def measure_size(
             timings["total"].append(t3 - t0)
             by_kind[kind].append(t3 - t0)
             pass_ratio[kind].append(len(report.hosts) / max(1, len(hosts)))
+        gc.callbacks.remove(gc_watch)
+        load_after = _load_average()
 
         # quiet: no writes for longer than the read window, then one read that sees the last
         # writes; the reads after it find nothing
@@ -202,6 +250,8 @@ def measure_size(
             hm.get_host_states_by_uuids(every)
             quiet.append(time.perf_counter() - t0)
     finally:
+        if gc_watch in gc.callbacks:
+            gc.callbacks.remove(gc_watch)
         conf.clear_override("cell_timeout", group="scheduler")
         driver.stop()
         bench.close()
@@ -218,6 +268,9 @@ def measure_size(
         "weigh_ms": summarize(timings["weigh"]),
         "total_ms": summarize(timings["total"]),
         "by_kind_total_ms": {k: summarize(v) for k, v in by_kind.items() if v},
+        "first_request_ms": round(timings["total"][0] * 1000, 3) if timings["total"] else None,
+        "gc_during_requests": gc_watch.summary(repeats),
+        "load_average": {"before": load_before, "after": load_after},
         "pass_ratio": {k: round(statistics.mean(v), 3) for k, v in pass_ratio.items() if v},
         "refresh_nothing_changed_ms": summarize(quiet),
         "changes_per_request": {

@@ -366,6 +366,60 @@ def overcommitted(db_url: str) -> list[dict[str, Any]]:
     return over
 
 
+def consumers_with_allocations(db_url: str) -> set[str]:
+    """Every consumer that holds at least one allocation, read from Placement's database."""
+    engine = _placement_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT DISTINCT consumer_id FROM allocations")).all()
+    finally:
+        engine.dispose()
+    return {consumer for (consumer,) in rows}
+
+
+def orphans(cloud: BenchCloud, replied: set[str]) -> list[str]:
+    """Consumers holding allocations that are neither one of the fleet's pre-seeded
+    instances nor an instance a request got a reply for (``replied``): allocations nobody
+    will ever delete. Read after the schedulers have stopped."""
+    seeded = {a["consumer_uuid"] for a in cloud.fleet.allocations}
+    return sorted(consumers_with_allocations(cloud.placement_db_url) - seeded - replied)
+
+
+def room_for(db_url: str, resources: dict[str, int]) -> int:
+    """How many instances asking ``resources`` fit on the providers that are not disabled
+    (no ``COMPUTE_STATUS_DISABLED`` trait), from Placement's inventories and usage: the
+    capacity a run can use before it meets NoValidHost (down hosts and the filters take a
+    few more out)."""
+    engine = _placement_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT i.resource_provider_id, rc.name, i.total, i.reserved, "
+                    "i.allocation_ratio, i.max_unit, "
+                    "(SELECT COALESCE(SUM(a.used), 0) FROM allocations a "
+                    " WHERE a.resource_provider_id = i.resource_provider_id "
+                    " AND a.resource_class_id = i.resource_class_id) "
+                    "FROM inventories i "
+                    "JOIN resource_classes rc ON rc.id = i.resource_class_id "
+                    "WHERE i.resource_provider_id NOT IN ("
+                    " SELECT rpt.resource_provider_id FROM resource_provider_traits rpt "
+                    " JOIN traits t ON t.id = rpt.trait_id "
+                    " WHERE t.name = 'COMPUTE_STATUS_DISABLED')"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    fits: dict[int, dict[str, int]] = {}
+    for rp, rc, total, reserved, ratio, max_unit, used in rows:
+        if rc not in resources:
+            continue
+        want = resources[rc]
+        free = (total - reserved) * ratio - int(used)
+        fits.setdefault(rp, {})[rc] = int(free // want) if want <= max_unit else 0
+    return sum(min(by_rc.values()) for by_rc in fits.values() if set(by_rc) == set(resources))
+
+
 # --------------------------------------------------------------------------- the cloud
 
 
@@ -388,6 +442,14 @@ class BenchCloud:
     @property
     def placement_db_url(self) -> str:
         return self.placement_service.db_url
+
+    @property
+    def placement_pid(self) -> int:
+        """The gunicorn master's pid: Placement's CPU is that process tree's."""
+        proc = self.placement_service._proc
+        if proc is None:
+            raise BenchSetupError("Placement does not run as a process")
+        return proc.pid
 
 
 # The fleet's rows carry a clock this far in the past, so that after the first (full) read

@@ -1,18 +1,26 @@
-"""Throughput: 8 concurrent conductors against 1 and then 2 scheduler processes on one topic.
+"""Throughput: 8 concurrent conductors against 1 and then 2 scheduler processes on one topic,
+with the candidates from Placement and from the provider view.
 
 For each fleet size, one cloud (``placement_seed.bench_cloud``: MariaDB API/cell databases,
 the real Placement on MariaDB with 2 gunicorn workers and ``allocation_conflict_retry_count =
-1``). ``novasched-scheduler --config-file`` runs with ``[scheduler] workers = 1`` and then 2,
-on its own RabbitMQ virtual host (queue names are global to a vhost, so another scheduler on
-topic ``scheduler`` elsewhere on the broker cannot steal our requests). Eight conductor
-threads share ``repeats`` one-instance boots (claimed) per run, bounded by ``RUN_TIMEOUT``.
+1``). For each candidate source (``placement``: ``[placement] view_feed = none``; ``view``:
+``view_feed = database`` on the cloud's Placement database), ``novasched-scheduler
+--config-file`` runs with ``[scheduler] workers = 1`` and then 2, on its own RabbitMQ virtual
+host (queue names are global to a vhost, so another scheduler on topic ``scheduler``
+elsewhere on the broker cannot steal our requests). Each worker process loads its own view
+before it listens. Eight conductor threads share ``repeats`` one-instance boots (claimed) per
+run, bounded by ``RUN_TIMEOUT``.
 
 Reported per run: requests per second (completed / wall time), latency p50/p99, the
 claim-conflict rate (the scheduler's "Unable to claim" lines and Placement's 409 answers, per
-request), how many requests each process served, and over-commits: every provider's usage
-against its capacity, from Placement's database for all providers and through
-``GET usages``/``GET inventories`` for each provider this run claimed on. It must be 0.
-The run's claims are deleted before the next run, so both runs start from the same fleet.
+request), how many requests each process served, CPU per request of each component (from
+/proc: Placement's gunicorn master and workers, the schedulers, MariaDB, RabbitMQ, this
+process), how many instances of the flavor the fleet had room for, over-commits (every
+provider's usage against its capacity, from Placement's database for all providers and
+through ``GET usages``/``GET inventories`` for each provider this run claimed on) and orphans
+(consumers holding allocations after the schedulers stopped that are neither pre-seeded
+instances nor instances a request got a reply for). Both must be 0. The run's claims are
+deleted before the next run, so every run starts from the same fleet.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from oslo_messaging import transport as om_transport
 import db
 from benchmarks import placement_seed
 from benchmarks.e2e import quiet_logging
-from benchmarks.report import percentile, table
+from benchmarks.report import cpu_by_group, judge, percentile, table, target_verdicts
 from scheduler.conf import CONF
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, RequestSpec
@@ -48,12 +56,38 @@ from scheduler.rpc.rpcapi import SchedulerAPI
 DEFAULT_SIZES = (1000,)
 CONDUCTORS = 8
 PROCESSES = (1, 2)
+SOURCES = ("placement", "view")
+VIEW_FEEDS = {"placement": "none", "view": "database"}
 RUN_TIMEOUT = 180.0  # seconds of requests per run, whatever ``repeats`` says
-START_TIMEOUT = 90.0
+START_TIMEOUT = 300.0  # a worker loads the cells and its provider view before it listens
 
-TARGETS = {
-    "overcommits": {"limit": 0, "what": "providers over capacity after the runs"},
-    "scaling_2_vs_1": {"limit": 1.0, "what": "requests/s with 2 processes / with 1, above"},
+TARGETS: dict[str, dict[str, Any]] = {
+    "view_requests_per_s_1_process": {
+        "limit": 60.0,
+        "cmp": ">=",
+        "unit": "req/s",
+        "what": "requests/s with the view (database feed), 1 process, 8 conductors, 1k hosts",
+        "before": "19.5 req/s with Placement's a_c",
+    },
+    "view_scaling_2_vs_1": {
+        "limit": 1.3,
+        "cmp": ">=",
+        "what": "requests/s with 2 processes / with 1, the view (database feed)",
+        "before": "0.62 (12.1 / 19.5 req/s) with Placement's a_c",
+    },
+    "placement_cpu_ms_per_instance": {
+        "limit": 15.0,
+        "cmp": "<=",
+        "unit": "ms",
+        "what": "Placement's CPU per placed instance with the view (database feed), worst run",
+        "before": "53 ms with coalesced a_c queries (about 180 ms uncoalesced)",
+    },
+    "overcommits": {"limit": 0, "cmp": "<=", "what": "providers over capacity after the runs"},
+    "orphans": {
+        "limit": 0,
+        "cmp": "<=",
+        "what": "consumers holding allocations that are neither pre-seeded nor replied to",
+    },
 }
 
 FLAVOR = Flavor(name="bench.medium", flavorid="b2", vcpus=4, memory_mb=8192, root_gb=40)
@@ -91,7 +125,16 @@ def rabbit_vhost() -> Any:
 # --------------------------------------------------------------------------- scheduler
 
 
-def write_conf(path: Path, cloud: placement_seed.BenchCloud, url: str, workers: int) -> None:
+def write_conf(
+    path: Path,
+    cloud: placement_seed.BenchCloud,
+    url: str,
+    workers: int,
+    source: str = "placement",
+) -> None:
+    view = f"view_feed = {VIEW_FEEDS[source]}\n"
+    if VIEW_FEEDS[source] == "database":
+        view += f"view_database_connection = {cloud.placement_db_url}\n"
     path.write_text(
         "[DEFAULT]\n"
         f"transport_url = {url}\n"
@@ -104,6 +147,7 @@ def write_conf(path: Path, cloud: placement_seed.BenchCloud, url: str, workers: 
         "auth_type = noauth2\n"
         f"endpoint_override = {cloud.placement_url}\n"
         "claim_retry_backoff = 0.05\n"
+        f"{view}"
         "[scheduler]\n"
         f"workers = {workers}\n"
     )
@@ -145,54 +189,6 @@ def wait_ready(client: SchedulerAPI, proc: subprocess.Popen, log_path: Path, n: 
     raise placement_seed.BenchSetupError(
         f"{n} scheduler worker(s) did not start:\n{log_path.read_text()[-3000:]}"
     )
-
-
-# --------------------------------------------------------------------------- CPU accounting
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_table() -> dict[int, tuple[int, str, float]]:
-    """pid -> (ppid, comm, cpu seconds) of every process we can read."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        # fields[1] is ppid; utime and stime are fields 14 and 15 of stat (1-based)
-        table[int(entry)] = (int(fields[1]), comm, (int(fields[11]) + int(fields[12])) / _TICK)
-    return table
-
-
-def cpu_by_group(
-    roots: dict[str, int], comms: dict[str, str], singles: dict[str, int]
-) -> dict[str, float]:
-    """CPU seconds so far of each named process tree (``roots``: name -> pid), of every
-    process whose command is ``comms[name]``, and of single processes (``singles``)."""
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out: dict[str, float] = {}
-    for name, root in roots.items():
-        total, todo = 0.0, [root]
-        while todo:
-            pid = todo.pop()
-            if pid in table:
-                total += table[pid][2]
-            todo.extend(children.get(pid, []))
-        out[name] = total
-    for name, comm in comms.items():
-        out[name] = sum(cpu for _, c, cpu in table.values() if c == comm)
-    for name, pid in singles.items():
-        out[name] = table[pid][2] if pid in table else 0.0
-    return out
 
 
 # --------------------------------------------------------------------------- one run
@@ -284,12 +280,16 @@ def run_once(
     per_conductor: int,
     workdir: Path,
     *,
+    source: str = "placement",
     timeout: float = RUN_TIMEOUT,
 ) -> dict[str, Any]:
-    """One throughput run against ``processes`` scheduler processes; claims deleted after."""
-    conf_path = workdir / f"nova-{processes}.conf"
-    log_path = workdir / f"scheduler-{processes}.log"
-    write_conf(conf_path, cloud, url, processes)
+    """One throughput run against ``processes`` scheduler processes taking their candidates
+    from ``source``; claims deleted after."""
+    conf_path = workdir / f"nova-{source}-{processes}.conf"
+    log_path = workdir / f"scheduler-{source}-{processes}.log"
+    write_conf(conf_path, cloud, url, processes, source)
+    room = placement_seed.room_for(cloud.placement_db_url, _resources(FLAVOR))
+    lost: list[str] = []
     outcomes: list[dict[str, Any]] = []
     warm: list[dict[str, Any]] = []
     try:
@@ -298,7 +298,9 @@ def run_once(
             stack.callback(transport.cleanup)
             client = SchedulerAPI(transport)
             proc = stack.enter_context(scheduler_processes(conf_path, log_path))
+            started = time.perf_counter()
             wait_ready(client, proc, log_path, processes)
+            ready_s = time.perf_counter() - started
             # each process reads the whole cell once on its first request
             warm = [_boot(client, cloud, f"warm-{i}") for i in range(2 * processes)]
             placement_log = cloud.placement_service.log_path
@@ -311,16 +313,20 @@ def run_once(
             # this process alone (Placement and the schedulers are its children)
             singles = {"conductors": os.getpid()}
             cpu0 = cpu_by_group(roots, comms, singles)
+            load = [_load()]
             outcomes, wall = _drive(client, cloud, per_conductor, timeout)
             cpu1 = cpu_by_group(roots, comms, singles)
+            load.append(_load())
             cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0}
             conflicts_409, claims_put = _placement_409s(placement_log, offset)
-        # the processes have stopped: their log is complete
+        # the processes have stopped: their log is complete, nothing is in flight
         log = log_path.read_text(errors="replace")
         ok = [o for o in outcomes if o["status"] == "ok"]
         touched = {o["provider"] for o in ok + warm if o.get("provider")}
         over_sql = placement_seed.overcommitted(cloud.placement_db_url)
         over_api = _check_capacity(cloud, touched)
+        replied = {o["instance"] for o in outcomes + warm if o["status"] != "error"}
+        lost = placement_seed.orphans(cloud, replied)
         latencies = [o["seconds"] * 1000.0 for o in outcomes]
         served = {}
         for pid in _SELECTED.findall(log):
@@ -329,6 +335,7 @@ def run_once(
         errors = [o["error"] for o in outcomes if o["status"] == "error"]
         return {
             "hosts": len(cloud.fleet.hosts),
+            "source": source,
             "processes": processes,
             "conductors": CONDUCTORS,
             "requests": len(outcomes),
@@ -336,6 +343,9 @@ def run_once(
             "novalidhost": sum(1 for o in outcomes if o["status"] == "novalidhost"),
             "errors": len(errors),
             "first_errors": errors[:3],
+            "room": room,
+            "load": max(load),
+            "ready_s": round(ready_s, 1),
             "wall_s": round(wall, 2),
             "requests_per_s": round(len(outcomes) / wall, 2) if wall else 0.0,
             "placed_per_s": round(len(ok) / wall, 2) if wall else 0.0,
@@ -351,20 +361,40 @@ def run_once(
             "cpu_ms_per_request": {
                 k: round(v * 1000.0 / len(outcomes), 1) for k, v in cpu.items() if outcomes
             },
+            "placement_cpu_ms_per_instance": (
+                round(cpu["placement"] * 1000.0 / len(ok), 1) if ok else None
+            ),
             "overcommits": len(over_sql) + len(over_api),
             "overcommit_examples": (over_sql[:3] + over_api[:3]),
+            "orphans": len(lost),
+            "orphan_examples": lost[:3],
         }
     finally:
-        instances = [o["instance"] for o in outcomes + warm]
+        instances = [o["instance"] for o in outcomes + warm] + lost
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(cloud.placement.delete_allocation_for_instance, instances))
 
 
+def _load() -> float:
+    """The machine's 1-minute load average (the CPUs are shared: read every figure with it)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def _resources(flavor: Flavor) -> dict[str, int]:
+    return {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb, "DISK_GB": flavor.root_gb}
+
+
 def run(
-    sizes: list[int], repeats: int, out: dict, *, processes: tuple[int, ...] = PROCESSES
+    sizes: list[int],
+    repeats: int,
+    out: dict,
+    *,
+    processes: tuple[int, ...] = PROCESSES,
+    sources: tuple[str, ...] = SOURCES,
 ) -> dict:
-    """The throughput section: for each size, 1 then 2 scheduler processes, ``repeats``
-    requests per run (shared by the conductors). Written into ``out``, which is returned."""
+    """The throughput section: for each size and source, 1 then 2 scheduler processes,
+    ``repeats`` requests per run (shared by the conductors). Written into ``out``, which is
+    returned."""
     placement_seed.require_rabbit()
     per_conductor = max(1, -(-repeats // CONDUCTORS))
     result = out
@@ -377,6 +407,11 @@ def run(
                 f"{CONDUCTORS} conductor threads in the benchmark process, one instance each",
                 "claim_conflict_rate = Placement 409 answers / PUT /allocations (generation races "
                 "retried by the client, and full hosts)",
+                "room = instances of the flavor the enabled hosts have room for at the start "
+                "of a run; a run asks for at most repeats + warm-up instances",
+                "CPU ms per request from /proc: Placement = gunicorn master + workers, "
+                "schedulers = the service's process tree, mariadb and rabbitmq = the whole "
+                "servers (other users included), conductors = this process",
                 "Placement: gunicorn 2 workers on MariaDB; Placement, MariaDB, RabbitMQ, the "
                 "schedulers and the conductors share 2 cores",
             ],
@@ -391,8 +426,11 @@ def run(
             cloud = placement_seed.bench_cloud(size, stack)
             stack.callback(db.dispose_engines)
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nsbench-")))
-            for n in processes:
-                result["rows"].append(run_once(cloud, url, n, per_conductor, workdir))
+            for source in sources:
+                for n in processes:
+                    result["rows"].append(
+                        run_once(cloud, url, n, per_conductor, workdir, source=source)
+                    )
     _judge(result)
     return result
 
@@ -401,51 +439,80 @@ def _judge(result: dict[str, Any]) -> None:
     rows = result["rows"]
     targets = result["targets"]
     if rows:
-        over = sum(r["overcommits"] for r in rows)
-        targets["overcommits"].update(measured=over, met=over == 0)
-    ratios = []
-    for size in sorted({r["hosts"] for r in rows}):
-        by_proc = {r["processes"]: r for r in rows if r["hosts"] == size}
+        judge(targets["overcommits"], sum(r["overcommits"] for r in rows))
+        judge(targets["orphans"], sum(r["orphans"] for r in rows))
+    view = [r for r in rows if r["source"] == "view"]
+    one = [r["requests_per_s"] for r in view if r["processes"] == 1 and r["hosts"] == 1000]
+    if one:
+        judge(targets["view_requests_per_s_1_process"], min(one))
+    cpu = [r["placement_cpu_ms_per_instance"] for r in view if r["placement_cpu_ms_per_instance"]]
+    if cpu:
+        judge(targets["placement_cpu_ms_per_instance"], max(cpu))
+    scaling: dict[str, float] = {}
+    for (size, source), by_proc in _by_processes(rows).items():
         if 1 in by_proc and 2 in by_proc and by_proc[1]["requests_per_s"]:
-            ratios.append(by_proc[2]["requests_per_s"] / by_proc[1]["requests_per_s"])
-    if ratios:
-        worst = round(min(ratios), 2)
-        targets["scaling_2_vs_1"].update(measured=worst, met=worst > 1.0)
+            ratio = by_proc[2]["requests_per_s"] / by_proc[1]["requests_per_s"]
+            scaling[f"{source} {size}"] = round(ratio, 2)
+    result["scaling_2_vs_1"] = scaling
+    view_ratios = [v for k, v in scaling.items() if k.startswith("view ")]
+    if view_ratios:
+        judge(targets["view_scaling_2_vs_1"], min(view_ratios))
+
+
+def _by_processes(rows: list[dict[str, Any]]) -> dict[tuple[int, str], dict[int, dict]]:
+    out: dict[tuple[int, str], dict[int, dict]] = {}
+    for r in rows:
+        out.setdefault((r["hosts"], r["source"]), {})[r["processes"]] = r
+    return out
 
 
 _COLUMNS = (
-    ("hosts", "hosts", "{}"),
+    ("hosts", "hosts", "{:,}"),
+    ("source", "source", "{}"),
     ("processes", "procs", "{}"),
     ("requests", "n", "{}"),
     ("placed", "placed", "{}"),
     ("novalidhost", "NVH", "{}"),
     ("errors", "err", "{}"),
+    ("room", "room", "{:,}"),
     ("requests_per_s", "req/s", "{:.1f}"),
     ("latency_p50_ms", "p50 ms", "{:.0f}"),
     ("latency_p99_ms", "p99 ms", "{:.0f}"),
+    ("placement_cpu_ms_per_instance", "Placement CPU ms/inst", "{:.1f}"),
+    ("placement_409", "409s", "{}"),
     ("claim_conflict_rate", "409/PUT", "{:.1%}"),
     ("unable_to_claim", "unable", "{}"),
     ("overcommits", "over", "{}"),
+    ("orphans", "orphans", "{}"),
+    ("load", "load", "{:.1f}"),
 )
 
 
 def format_table(result: dict) -> str:
-    """The rows as a fixed-width table, then the target lines."""
+    """The rows as a fixed-width table, the CPU per request, then the targets."""
     header = [title for _, title, _ in _COLUMNS]
-    lines = [[fmt.format(row.get(key, 0)) for key, _, fmt in _COLUMNS] for row in result["rows"]]
+    lines = [
+        [fmt.format(row[key]) if row.get(key) is not None else "-" for key, _, fmt in _COLUMNS]
+        for row in result["rows"]
+    ]
     text = [table(header, lines)]
     for row in result["rows"]:
         per_req = ", ".join(f"{k} {v}" for k, v in row.get("cpu_ms_per_request", {}).items())
         text.append(
-            f"CPU ms per request ({row['hosts']} hosts, {row['processes']} procs): {per_req}"
+            f"CPU ms per request ({row['hosts']} hosts, {row['source']}, {row['processes']} "
+            f"procs): {per_req}; served per process {row.get('served_by_process')}"
         )
+        run_name = f"{row['source']}, {row['processes']} procs"
         if row.get("first_errors"):
-            text.append(f"errors ({row['processes']} procs): {row['first_errors']}")
-    for name, target in result.get("targets", {}).items():
-        measured = target.get("measured")
-        verdict = "not measured" if measured is None else ("met" if target["met"] else "MISSED")
-        text.append(
-            f"target {name}: {target['what']} (limit {target['limit']}): "
-            f"measured {measured}: {verdict}"
-        )
+            text.append(f"errors ({run_name}): {row['first_errors']}")
+        if row.get("orphan_examples"):
+            text.append(f"orphans ({run_name}): {row['orphan_examples']}")
+    if result.get("scaling_2_vs_1"):
+        shown = ", ".join(f"{k}: {v}x" for k, v in result["scaling_2_vs_1"].items())
+        text.append(f"requests/s with 2 processes / with 1: {shown}")
+    verdicts = target_verdicts(result)
+    if verdicts:
+        text.append("")
+        text.append("targets:")
+        text.append(verdicts)
     return "\n".join(text)

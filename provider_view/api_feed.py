@@ -75,7 +75,8 @@ class ApiFeed:
         listing = self.client.list_providers()
         records, _ = self._read_many(listing)
         view.replace_all(records, started)
-        self._last_poll = started
+        # the sweep starts now: a long load must not make the first poll sweep its share
+        self._last_poll = self._clock()
 
     def poll(self, view: ProviderView) -> int:
         """Bring the view up to date; returns how many providers were read again."""

@@ -71,6 +71,11 @@ class ViewRefresher:
         LOG.info("Loading the provider view through the %s feed", self.feed.name)
         try:
             self.feed.load(self.view)
+            age = self.view.age()
+            if age is not None and age > self.view.max_age / 2:
+                # a load that took long (four GETs per provider through the API) is as old
+                # as its start: bring it up to date before anyone uses it
+                self.feed.poll(self.view)
         except Exception as exc:  # any failure: logged, retried by the thread
             self._failed("load", exc)
             return False

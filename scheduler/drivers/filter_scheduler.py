@@ -44,7 +44,7 @@ from scheduler.exceptions import (
 )
 from scheduler.explain.hint import placement_hint
 from scheduler.hosts.state import HostState
-from scheduler.objects import RequestSpec, SchedulerLimits, Selection
+from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.placement import prefilters, query
 from scheduler.request import SchedulingRequest
 from weighers.handler import WeighedHost, WeightHandler, load_weighers
@@ -201,8 +201,29 @@ class FilterScheduler:
         if warm_up is not None:
             warm_up()
             self.host_manager.start_refresher()
+            self.warm_up_plugins()
         if self.view_refresher is not None:
             self.view_refresher.start()
+
+    def warm_up_plugins(self) -> None:
+        """Run the filters and weighers once over every host for a plain request, claiming
+        nothing, so that the columns they read are built before the first real request
+        (about 30 ms at 10,000 hosts, otherwise paid by whoever asks first)."""
+        started = time.perf_counter()
+        try:
+            spec = RequestSpec(flavor=Flavor(vcpus=1, memory_mb=1, root_gb=0, name="warm-up"))
+            req = SchedulingRequest.of(spec, request_id="req-warm-up")
+            hosts = self.host_manager.get_host_states_by_uuids(None, req, request_id=None)
+            if hosts:
+                self.select_hosts(req, hosts, 0)
+        except Exception:  # a plugin that cannot weigh a made-up request: the first real one will
+            LOG.debug("Warming the filters and weighers up failed", exc_info=True)
+            return
+        LOG.info(
+            "Filters and weighers warmed up over %d host(s) in %.1f ms",
+            len(hosts),
+            (time.perf_counter() - started) * 1000,
+        )
 
     def stop(self) -> None:
         self.deferred_deletes.stop()
@@ -476,7 +497,12 @@ class FilterScheduler:
         answers = []
         with req.timed("view"):
             for q in queries:
-                answer = view.candidates(q)
+                try:
+                    answer = view.candidates(q)
+                except Exception:  # a fault of the view must not fail the request
+                    LOG.exception("The provider view failed to answer; asking Placement")
+                    req.view_declined = "the provider view failed (see the log)"
+                    return None
                 req.view_age = answer.age
                 if answer.candidates is None:
                     req.view_declined = answer.reason

@@ -21,8 +21,14 @@ or raises, the host is left untracked (read from the database per request) until
 full list again: never trusted on a guess.
 
 Every change runs under one lock, the loader included, as in nova. Readers take no lock:
-a host's entry is an immutable snapshot replaced whole, and ``instances_for`` returns a
-fresh dict that the caller may change (nova's multi-create adds the instances it places).
+a host's entry is an immutable snapshot replaced whole, and ``instances_for`` returns that
+read-only snapshot, shared by every request (a caller that adds an instance, as nova's
+multi-create does for the ones it places, copies it first). ``trusted_instances`` does the
+same for many hosts at once (a server-group request asks it for every candidate).
+
+A host costs the cyclic garbage collector one object (the snapshot's read-only proxy; the
+dict behind it holds only strings and None and is not tracked): at 100k hosts the tracker
+adds 100k objects to every full collection, not twice as many.
 
 ``[filter_scheduler] track_instance_changes = False`` turns the tracker off: casts are
 ignored and every host is read from the database (nova still applies casts that arrive;
@@ -33,8 +39,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 from scheduler.conf import CONF
@@ -44,16 +49,9 @@ LOG = logging.getLogger(__name__)
 InstanceLoader = Callable[[str], Iterable[str] | None]
 
 
-@dataclass(frozen=True, slots=True)
-class _HostInstances:
-    """One host's instance uuids, and whether the compute's casts keep them current."""
-
-    uuids: Mapping[str, None]
-    updated: bool
-
-    @classmethod
-    def of(cls, uuids: Iterable[str], updated: bool) -> _HostInstances:
-        return cls(MappingProxyType(dict.fromkeys(uuids)), updated)
+def _snapshot(uuids: Iterable[str]) -> Mapping[str, None]:
+    """A host's instance uuids as a read-only ``{uuid: None}`` (a new one per change)."""
+    return MappingProxyType(dict.fromkeys(uuids))
 
 
 class InstanceTracker:
@@ -62,8 +60,25 @@ class InstanceTracker:
     def __init__(self, conf=CONF, loader: InstanceLoader | None = None):
         self.enabled: bool = conf.filter_scheduler.track_instance_changes
         self._loader = loader
-        self._hosts: dict[str, _HostInstances] = {}
+        # every host we know, and (the same snapshots) the ones the casts keep current
+        # ("updated" in nova): a host is in ``_trusted`` only while it is in ``_hosts``
+        self._hosts: dict[str, Mapping[str, None]] = {}
+        self._trusted: dict[str, Mapping[str, None]] = {}
         self._lock = threading.Lock()
+
+    # -- entries (lock held) -----------------------------------------------------------------
+    def _set(self, host: str, uuids: Mapping[str, None], updated: bool) -> None:
+        # readers look in ``_trusted`` only: an untrusted entry leaves it first, a trusted
+        # one enters it last, so no reader gets a list the casts do not vouch for
+        if not updated:
+            self._trusted.pop(host, None)
+        self._hosts[host] = uuids
+        if updated:
+            self._trusted[host] = uuids
+
+    def _drop(self, host: str) -> bool:
+        self._trusted.pop(host, None)
+        return self._hosts.pop(host, None) is not None
 
     # -- the three casts ------------------------------------------------------------------
     def update_instance_info(self, host: str, instance_uuids: list[str]) -> None:
@@ -73,10 +88,10 @@ class InstanceTracker:
         with self._lock:
             known = self._hosts.get(host)
             if known is not None:
-                self._hosts[host] = _HostInstances.of([*known.uuids, *instance_uuids], True)
+                self._set(host, _snapshot([*known, *instance_uuids]), True)
             elif len(instance_uuids) > 1:
                 # only a compute starting up sends several at once: its full list
-                self._hosts[host] = _HostInstances.of(instance_uuids, True)
+                self._set(host, _snapshot(instance_uuids), True)
             else:
                 self._recreate(host, "an update from an unknown host")
 
@@ -87,9 +102,7 @@ class InstanceTracker:
         with self._lock:
             known = self._hosts.get(host)
             if known is not None:
-                self._hosts[host] = _HostInstances.of(
-                    (u for u in known.uuids if u != instance_uuid), True
-                )
+                self._set(host, _snapshot(u for u in known if u != instance_uuid), True)
             else:
                 self._recreate(host, "a delete from an unknown host")
 
@@ -102,11 +115,11 @@ class InstanceTracker:
             if known is None:
                 self._recreate(host, "a sync from an unknown host")
                 return False
-            if known.uuids.keys() != set(instance_uuids):
+            if known.keys() != set(instance_uuids):
                 self._recreate(host, "a sync that did not match")
                 return False
-            if not known.updated:
-                self._hosts[host] = _HostInstances(known.uuids, True)
+            if host not in self._trusted:
+                self._set(host, known, True)
             LOG.debug("Successfully synced instances from host '%s'.", host)
             return True
 
@@ -117,10 +130,15 @@ class InstanceTracker:
         caller must read them from the database."""
         if not self.enabled:
             return None
-        known = self._hosts.get(host)  # a snapshot: entries are replaced, never changed
-        if known is None or not known.updated:
-            return None
-        return known.uuids
+        # a snapshot: entries are replaced, never changed
+        return self._trusted.get(host)
+
+    def trusted_instances(self, hosts: Sequence[str]) -> list[Mapping[str, None] | None]:
+        """``instances_for`` of each of ``hosts``, in order, in one C-level pass (a
+        server-group request asks for every candidate host)."""
+        if not self.enabled:
+            return [None] * len(hosts)
+        return list(map(self._trusted.get, hosts))
 
     def seed(self, uuids_by_host: Mapping[str, Iterable[str]]) -> None:
         """Start hosts from a database read (nova's start-up ``_init_instance_info``): not
@@ -130,11 +148,12 @@ class InstanceTracker:
         with self._lock:
             for host, uuids in uuids_by_host.items():
                 if host not in self._hosts:
-                    self._hosts[host] = _HostInstances.of(uuids, False)
+                    self._set(host, _snapshot(uuids), False)
 
     def tracked_hosts(self) -> dict[str, bool]:
         """``{host: updated}`` of every host the tracker knows (for logs and tests)."""
-        return {host: known.updated for host, known in list(self._hosts.items())}
+        trusted = self._trusted
+        return {host: host in trusted for host in list(self._hosts)}
 
     # -- helpers (lock held) ---------------------------------------------------------------
     def _recreate(self, host: str, why: str) -> None:
@@ -147,7 +166,7 @@ class InstanceTracker:
                 LOG.warning("Could not read the instances of host '%s': %s", host, exc)
         if uuids is None:
             # logged once per host that drops out, not at every cast of an untracked host
-            log = LOG.info if self._hosts.pop(host, None) is not None else LOG.debug
+            log = LOG.info if self._drop(host) else LOG.debug
             log(
                 "Received %s '%s'; its instances will be read from the database per "
                 "request until it sends its full list.",
@@ -155,5 +174,5 @@ class InstanceTracker:
                 host,
             )
             return
-        self._hosts[host] = _HostInstances.of(uuids, False)
+        self._set(host, _snapshot(uuids), False)
         LOG.info("Received %s '%s'. Re-created its InstanceList.", why, host)

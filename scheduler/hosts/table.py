@@ -392,13 +392,38 @@ class HostTable:
     def _recode(self, column: _CodeColumn) -> None:
         """Rebuild a code column from the hosts' current values (under the lock)."""
         fresh = _CodeColumn(column.func, column.key, len(column.codes))
-        objects = self.objects
-        for local in range(self.size):
-            host = objects[local]
-            if host is not None:
-                fresh.codes[local] = fresh.code_of(host)
+        self._fill_codes(fresh, skip_empty=True)
         # readers switch from one (codes, values) pair to the other in one read
         column._index, column.state = fresh._index, fresh.state
+
+    def _fill_codes(self, column: _CodeColumn, *, skip_empty: bool = False) -> None:
+        """Every row's code in a new column (under the lock): one pass over the hosts, no
+        NumPy item access per host (the first request that uses a column waits for this:
+        at 10k hosts a per-row loop is several milliseconds per column)."""
+        hosts = self.objects[: self.size].tolist()
+        codes = column.codes
+        if skip_empty and None in hosts:
+            for local, host in enumerate(hosts):
+                if host is not None:
+                    codes[local] = column.code_of(host)
+            return
+        codes[: len(hosts)] = np.fromiter(map(column.code_of, hosts), np.int32, len(hosts))
+
+    def _numbers(self, func: Callable[[Any], Any]) -> np.ndarray:
+        """``_number(func(host))`` of every row, NaN where it raises: one pass over the
+        hosts when none raises (the first request that uses a column waits for this)."""
+        hosts = self.objects[: self.size].tolist()
+        try:
+            values = list(map(func, hosts))
+        except Exception:  # some host's value cannot be read: ask each one
+            out = np.empty(len(hosts))
+            for local, host in enumerate(hosts):
+                try:
+                    out[local] = _number(func(host))
+                except Exception:
+                    out[local] = math.nan
+            return out
+        return np.fromiter(map(_number, values), np.float64, len(values))
 
     def numeric(self, name: str, func: Callable[[Any], Any]) -> np.ndarray:
         """The float64 column ``name`` (registered with ``func(host)`` on first use: every
@@ -410,11 +435,7 @@ class HostTable:
             found = self._numeric.get(name)
             if found is None:
                 array = np.full(self._capacity, math.nan)
-                for local in range(self.size):
-                    try:
-                        array[local] = _number(func(self.objects[local]))
-                    except Exception:
-                        array[local] = math.nan
+                array[: self.size] = self._numbers(func)
                 found = self._numeric[name] = (func, array)
             return found[1]
 
@@ -432,8 +453,7 @@ class HostTable:
                     if len(self._codes) >= self.MAX_CODE_COLUMNS:
                         return None
                     column = _CodeColumn(func, key, self._capacity)
-                    for local in range(self.size):
-                        column.codes[local] = column.code_of(self.objects[local])
+                    self._fill_codes(column)
                     self._codes[name] = column
         return column.state
 

@@ -1,8 +1,10 @@
 """The benchmark's end-to-end and throughput sections, tiny, against the real services.
 
 20 hosts: Placement on MariaDB seeded by SQL must hold exactly what the fleet says (what the
-API would have written), the end-to-end section must schedule and split its timings, and a
-throughput run with one scheduler process must place every request without over-committing.
+API would have written), the end-to-end section must schedule with each candidate source
+(Placement, the view through the database and through the API) and split its timings, and a
+throughput run with one scheduler process per source must place every request without
+over-committing or leaving an orphan allocation.
 """
 
 from __future__ import annotations
@@ -49,39 +51,85 @@ def test_placement_seeded_by_sql_holds_the_fleet_and_accepts_api_writes():
         expected = {p["uuid"] for p in fleet.providers if p["name"] not in fleet.disabled_hosts}
         assert set(candidates.provider_summaries) == expected
 
-        # generations are consistent: the API can write over the seeded rows
+        # room for a flavor: what the enabled providers' inventories and usage leave
+        want = {"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 40}
+        room = 0
+        for provider in fleet.providers:
+            if provider["name"] in fleet.disabled_hosts:
+                continue
+            fits = []
+            for rc, n in want.items():
+                inv = provider["inventories"][rc]
+                free = (inv["total"] - inv["reserved"]) * inv["allocation_ratio"]
+                free -= used.get(provider["uuid"], {}).get(rc, 0)
+                fits.append(int(free // n))
+            room += min(fits)
+        assert placement_seed.room_for(cloud.placement_db_url, want) == room > 0
+
+        # the consumers are the fleet's instances: none is an orphan until someone claims
+        seeded = {a["consumer_uuid"] for a in fleet.allocations}
+        assert placement_seed.consumers_with_allocations(cloud.placement_db_url) == seeded
+        assert placement_seed.orphans(cloud, set()) == []
         rp = fleet.providers[0]["uuid"]
+        stray = "5e1f0000-0000-4000-8000-00000000beef"
+        spec = fleet.spec
+        placement.claim_resources(
+            stray, {"allocations": {rp: {"resources": {"VCPU": 1}}}}, spec.project_id, spec.user_id
+        )
+        assert placement_seed.orphans(cloud, set()) == [stray]
+        assert placement_seed.orphans(cloud, {stray}) == []
+        placement.delete_allocation_for_instance(stray)
+        assert placement_seed.orphans(cloud, set()) == []
+
+        # generations are consistent: the API can write over the seeded rows
         placement.set_traits(rp, ["CUSTOM_SSD", "HW_CPU_X86_AVX2"])
         assert placement.get_provider(rp)["generation"] > 0
         assert placement_seed.overcommitted(cloud.placement_db_url) == []
 
 
-def test_e2e_section_schedules_over_the_broker_and_splits_the_time():
+def test_e2e_section_schedules_over_the_broker_with_each_source_and_splits_the_time():
     ensure_rabbit()
     ensure_server("mariadb")
     out: dict = {}
     result = e2e.run([HOSTS], 3, out)
     assert result is out
-    [row] = result["rows"]  # one run: a limit of 1000 already returns all 20 hosts
-    assert row["hosts"] == HOSTS and row["requests"] == 3 and row["failures"] == 0
-    assert row["client_p50_ms"] >= row["placement_p50_ms"] > 0
-    assert row["database_p50_ms"] > 0 and row["own_p50_ms"] > 0
+    # one run per source: a limit of 1000 already returns all 20 hosts
+    rows = {r["source"]: r for r in result["rows"]}
+    assert list(rows) == ["placement", "view", "view-api"]
+    for row in rows.values():
+        assert row["hosts"] == HOSTS and row["requests"] == 3 and row["failures"] == 0
+        assert row["client_p50_ms"] >= row["placement_p50_ms"] > 0  # the claim, at least
+        assert row["database_p50_ms"] > 0 and row["own_p50_ms"] > 0
+        assert row["orphans"] == 0
+        assert row["cpu_s"]["placement"] >= 0 and row["placement_cpu_ms_per_instance"] >= 0
+    # Placement answered every candidate query of the first, the view every one of the others
+    assert rows["placement"]["view_share"] == 0 and rows["placement"]["candidates_p50_ms"] > 0
+    assert rows["placement"]["view_p50_ms"] == 0
+    for source in ("view", "view-api"):
+        assert rows[source]["view_share"] == 1.0 and rows[source]["view_p50_ms"] > 0
+        assert rows[source]["candidates_p50_ms"] == 0 and rows[source]["claim_p50_ms"] > 0
+        assert rows[source]["view_status"]["providers"] == HOSTS
+    assert result["targets"]["orphans"]["met"] is True
     json.dumps(result)
-    assert "target" in e2e.format_table(result)
+    text = e2e.format_table(result)
+    assert "side by side" in text and "targets:" in text and "view-api" in text
 
 
-def test_throughput_with_one_process_places_every_request_without_overcommit():
+def test_throughput_with_one_process_per_source_places_every_request_without_overcommit():
     ensure_rabbit()
     ensure_server("mariadb")
     out: dict = {}
     result = throughput.run([HOSTS], throughput.CONDUCTORS, out, processes=(1,))
-    [row] = result["rows"]
-    assert row["requests"] == throughput.CONDUCTORS
-    assert row["placed"] + row["novalidhost"] == row["requests"] and row["errors"] == 0
-    assert row["overcommits"] == 0
-    # the warm-up requests and the run's requests, all served by the one process
-    assert row["served_by_process"] == [row["placed"] + 2]
-    assert row["cpu_s"]["placement"] > 0
+    assert [r["source"] for r in result["rows"]] == ["placement", "view"]
+    for row in result["rows"]:
+        assert row["requests"] == throughput.CONDUCTORS
+        assert row["placed"] + row["novalidhost"] == row["requests"] and row["errors"] == 0
+        assert row["overcommits"] == 0 and row["orphans"] == 0
+        # the warm-up requests and the run's requests, all served by the one process
+        assert row["served_by_process"] == [row["placed"] + 2]
+        assert row["cpu_s"]["placement"] > 0
+        assert row["room"] >= row["requests"]
     assert result["targets"]["overcommits"]["met"] is True
+    assert result["targets"]["orphans"]["met"] is True
     json.dumps(result)
     assert "req/s" in throughput.format_table(result)

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from benchmarks import core, fleet, run
+from benchmarks import core, e2e, fleet, report, run, throughput
 
 ROW_STATS = ("refresh_ms", "filter_ms", "weigh_ms", "total_ms", "refresh_nothing_changed_ms")
 
@@ -170,3 +170,145 @@ def test_section_targets_become_pass_and_fail_lines():
     assert lines[0].startswith("PASS") and "own_p50" in lines[0]
     assert lines[1].startswith("FAIL") and "overcommits" in lines[1]
     assert lines[2].startswith("-")
+
+
+def test_target_lines_show_the_direction_and_the_number_before():
+    text = run.target_verdicts(
+        {
+            "targets": {
+                "rps": {
+                    "what": "req/s",
+                    "limit": 60.0,
+                    "cmp": ">=",
+                    "unit": "req/s",
+                    "measured": 71.0,
+                    "met": True,
+                    "before": "19.5 req/s",
+                },
+            }
+        }
+    )
+    assert text.startswith("PASS") and ">= 60.0 req/s" in text and "before: 19.5" in text
+    target = {"limit": 60.0, "cmp": ">="}
+    report.judge(target, 59.9)
+    assert target == {"limit": 60.0, "cmp": ">=", "measured": 59.9, "met": False}
+    target = {"limit": 15.0}
+    report.judge(target, 15.0)
+    assert target["met"] is True
+    report.judge(target, None)
+    assert target["measured"] == 15.0
+
+
+def test_e2e_sizes_and_sources():
+    assert run.sizes_for("e2e", None, False) == [100, 1_000, 5_000, 10_000]
+    assert run.sizes_for("e2e", None, True) == [100]
+    assert e2e.sources_for(1_000) == ["placement", "view", "view-api"]
+    assert e2e.sources_for(5_000) == ["placement", "view"]
+    assert e2e.VIEW_FEEDS == {"placement": "none", "view": "database", "view-api": "api"}
+
+
+def _sample(**ms):
+    return {k: v / 1000.0 for k, v in ms.items()}
+
+
+def test_e2e_split_tells_the_view_from_placement():
+    from_view = _sample(view=2, host_states=1, claim=20, filter=1, weigh=1, total=30, client=36)
+    asked = _sample(placement=200, host_states=1, claim=20, total=230, client=236)
+    declined = _sample(view=0.1, placement=200, claim=20, total=230, client=236)
+    assert e2e.answered_by(from_view) == "view"
+    assert e2e.answered_by(asked) == "placement"
+    assert e2e.answered_by(declined) == "placement"  # the view declined, Placement answered
+    split = e2e.summarize([from_view, from_view, from_view, asked])
+    assert split["view_share"] == 0.75
+    assert split["placement_p50_ms"] == 20.0 and split["view_p50_ms"] == 2.0
+    assert split["own_p50_ms"] == 7.0  # 30 - 20 - 2 - 1
+    assert split["own_incl_db_p50_ms"] == 10.0  # the view is the scheduler's own work
+    assert split["rpc_p50_ms"] == 6.0
+
+
+def _e2e_row(hosts, source, limit=1000, p50=30.0, cpu=8.0, own=5.0, orphans=0):
+    return {
+        "hosts": hosts,
+        "source": source,
+        "max_placement_results": limit,
+        "requests": 30,
+        "client_p50_ms": p50,
+        "client_p99_ms": p50 * 2,
+        "own_incl_db_p50_ms": own,
+        "placement_cpu_ms_per_instance": cpu,
+        "orphans": orphans,
+        "view_share": 1.0 if source != "placement" else 0.0,
+    }
+
+
+def test_e2e_targets_are_judged_on_the_view_at_the_default_limit():
+    result = {
+        "targets": {k: dict(v) for k, v in e2e.TARGETS.items()},
+        "rows": [
+            _e2e_row(1000, "placement", p50=250.0, cpu=180.0, own=6.0),
+            _e2e_row(1000, "view", p50=35.0, cpu=9.0, own=8.0),
+            _e2e_row(1000, "view-api", p50=36.0, cpu=30.0),
+            _e2e_row(5000, "placement", p50=800.0, cpu=700.0),
+            _e2e_row(5000, "view", p50=55.0, cpu=10.0),
+            _e2e_row(5000, "view", limit=5000, p50=90.0, cpu=11.0),
+        ],
+    }
+    e2e._judge(result)
+    t = result["targets"]
+    assert t["e2e_p50_ms_at_1000"]["measured"] == 35.0 and t["e2e_p50_ms_at_1000"]["met"]
+    # the limit of N is shown, the target is judged at nova's default limit
+    assert t["e2e_p50_ms_at_5000"]["measured"] == 55.0 and not t["e2e_p50_ms_at_5000"]["met"]
+    assert "measured" not in t["e2e_p50_ms_at_10000"]
+    # the database feed's rows only
+    assert t["placement_cpu_ms_per_instance"]["measured"] == 11.0
+    assert t["scheduler_own_incl_db_p50_ms_at_1000"]["measured"] == 8.0
+    assert t["orphans"]["met"] is True
+    text = e2e.format_table(result)
+    assert "side by side" in text and "view-api" in text and "FAIL" in text
+    assert "250.0 / 500.0" in text  # placement's p50 / p99 beside the view's
+
+
+def _tp_row(source, processes, rps, cpu=10.0, over=0, orphans=0):
+    return {
+        "hosts": 1000,
+        "source": source,
+        "processes": processes,
+        "requests": 200,
+        "placed": 200,
+        "novalidhost": 0,
+        "errors": 0,
+        "room": 9000,
+        "requests_per_s": rps,
+        "latency_p50_ms": 100.0,
+        "latency_p99_ms": 300.0,
+        "placement_cpu_ms_per_instance": cpu,
+        "placement_409": 3,
+        "claim_conflict_rate": 0.01,
+        "unable_to_claim": 0,
+        "overcommits": over,
+        "orphans": orphans,
+        "cpu_ms_per_request": {"placement": cpu},
+    }
+
+
+def test_throughput_targets_are_judged_on_the_view():
+    result = {
+        "targets": {k: dict(v) for k, v in throughput.TARGETS.items()},
+        "rows": [
+            _tp_row("placement", 1, 19.5, cpu=53.0),
+            _tp_row("placement", 2, 12.1, cpu=112.0),
+            _tp_row("view", 1, 64.0, cpu=9.0),
+            _tp_row("view", 2, 80.0, cpu=12.0, orphans=1),
+        ],
+    }
+    throughput._judge(result)
+    t = result["targets"]
+    assert t["view_requests_per_s_1_process"]["measured"] == 64.0
+    assert t["view_requests_per_s_1_process"]["met"] is True
+    assert t["view_scaling_2_vs_1"]["measured"] == 1.25
+    assert t["view_scaling_2_vs_1"]["met"] is False
+    assert t["placement_cpu_ms_per_instance"]["measured"] == 12.0
+    assert t["overcommits"]["met"] is True and t["orphans"]["met"] is False
+    assert result["scaling_2_vs_1"] == {"placement 1000": 0.62, "view 1000": 1.25}
+    text = throughput.format_table(result)
+    assert "orphans" in text and "view" in text and "targets:" in text

@@ -188,3 +188,16 @@ def test_an_old_view_is_not_used(hosts):
     req = cloud.requests[-1]
     assert req.candidate_source == "placement"
     assert "old" in req.view_declined
+
+
+def test_a_view_that_raises_hands_the_request_to_placement(hosts):
+    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+
+    def broken(query, **kw):
+        raise RuntimeError("a bug in the view")
+
+    cloud.view.candidates = broken
+    result = cloud.select(make_spec(ram_mb=1024))
+    assert result[0][0].service_host in {"host-a", "host-b"}
+    assert cloud.requests[-1].candidate_source == "placement"
+    assert "failed" in cloud.requests[-1].view_declined
