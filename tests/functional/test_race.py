@@ -20,6 +20,7 @@ import time
 import uuid as uuidlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 from oslo_messaging import transport as om_transport
@@ -93,33 +94,55 @@ def _wait_ready(client: SchedulerAPI, proc: subprocess.Popen, log_path: Path) ->
     pytest.fail(f"the two scheduler workers did not start:\n{log_path.read_text()}")
 
 
+class RaceCloud(NamedTuple):
+    api_url: str
+    placement_svc: Any  # the EmbeddedPlacement
+    placement: PlacementClient
+    fleet: fleet_mod.Fleet
+
+
+def mariadb_race_cloud(stack: contextlib.ExitStack, name: str, **spec: Any) -> RaceCloud:
+    """MariaDB API and cell databases and the real Placement with 2 workers on MariaDB
+    (``allocation_conflict_retry_count = 1``), holding a fleet of ``FleetSpec(**spec)`` whose
+    services have just reported; all torn down by ``stack``."""
+    api_url = stack.enter_context(make_database("mariadb", f"novasched_{name}_api"))
+    cell_url = stack.enter_context(make_database("mariadb", f"novasched_{name}_cell"))
+    api = db.get_engine(api_url)
+    db.create_schema(api, "api")
+    cell = db.create_cell_mapping(api, name="cell1", database_connection=cell_url)
+    db.create_schema(cell_url, "cell")
+    placement_svc = make_mariadb_placement(workers=2, conflict_retries=1)
+    placement_url = placement_svc.start()
+    stack.callback(placement_svc.stop)
+    placement = PlacementClient(placement_url, retry_backoff=0.05)
+    spec = {"disabled_fraction": 0.0, "down_fraction": 0.0, "max_instances_per_host": 1, **spec}
+    fleet = fleet_mod.build_fleet(fleet_mod.FleetSpec(cells=[cell["uuid"]], **spec))
+    engine = db.get_engine(cell_url)
+    fleet_mod.load_fleet(fleet, api, {cell["uuid"]: engine}, placement)
+    db.touch_services(engine)
+    stack.callback(db.dispose_engines)
+    return RaceCloud(api_url, placement_svc, placement, fleet)
+
+
+def scheduler_client(stack: contextlib.ExitStack, exchange: str, timeout: int) -> SchedulerAPI:
+    """A conductor-side client on ``exchange`` of the real broker."""
+    # oslo.messaging registers control_exchange when it first makes a transport
+    CONF.register_opts(om_transport._transport_opts)
+    CONF.set_override("control_exchange", exchange)
+    CONF.set_override("long_rpc_timeout", timeout)
+    transport = rpc.get_transport(CONF, url=RABBIT_URL)
+    stack.callback(transport.cleanup)
+    return SchedulerAPI(transport)
+
+
 def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_path):
     ensure_rabbit()
     exchange = f"novasched-race-{uuidlib.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
-        api_url = stack.enter_context(make_database("mariadb", "novasched_race_api"))
-        cell_url = stack.enter_context(make_database("mariadb", "novasched_race_cell"))
-        api = db.get_engine(api_url)
-        db.create_schema(api, "api")
-        cell = db.create_cell_mapping(api, name="cell1", database_connection=cell_url)
-        db.create_schema(cell_url, "cell")
-        placement_svc = make_mariadb_placement(workers=2, conflict_retries=1)
-        placement_url = placement_svc.start()
-        stack.callback(placement_svc.stop)
-        placement = PlacementClient(placement_url, retry_backoff=0.05)
-        fleet = fleet_mod.build_fleet(
-            fleet_mod.FleetSpec(
-                hosts=6,
-                cells=[cell["uuid"]],
-                seed=3,
-                disabled_fraction=0.0,
-                down_fraction=0.0,
-                max_instances_per_host=1,
-            )
+        api_url, placement_svc, placement, fleet = mariadb_race_cloud(
+            stack, "race", hosts=6, seed=3
         )
-        engine = db.get_engine(cell_url)
-        fleet_mod.load_fleet(fleet, api, {cell["uuid"]: engine}, placement)
-        db.touch_services(engine)
+        placement_url = placement_svc.url
         racers = fleet.providers[:2]
         for provider in racers:
             _leave_one_slot(placement, provider)
@@ -143,13 +166,7 @@ def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_
         log_path = tmp_path / "scheduler.log"
         proc = stack.enter_context(_scheduler_processes(conf_path, log_path))
 
-        # oslo.messaging registers control_exchange when it first makes a transport
-        CONF.register_opts(om_transport._transport_opts)
-        CONF.set_override("control_exchange", exchange)
-        CONF.set_override("long_rpc_timeout", 60)
-        transport = rpc.get_transport(CONF, url=RABBIT_URL)
-        stack.callback(transport.cleanup)
-        client = SchedulerAPI(transport)
+        client = scheduler_client(stack, exchange, 60)
         _wait_ready(client, proc, log_path)
 
         flavor = Flavor(
@@ -205,7 +222,6 @@ def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_
         log = log_path.read_text()
         pids = set(re.findall(r"^\S+ \S+ (\d+) \w+ \S+ \[\S+ req-race-", log, re.MULTILINE))
         assert len(pids) == 2, log[-3000:]
-        db.dispose_engines()
 
 
 def fleet_mod_name(fleet: fleet_mod.Fleet, rp_uuid: str) -> str:

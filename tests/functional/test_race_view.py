@@ -21,21 +21,17 @@ import uuid as uuidlib
 
 import pytest
 import requests
-from oslo_messaging import transport as om_transport
 
-import db
 from placement_client import PlacementClient
-from scheduler.conf import CONF
-from scheduler.demo import fleet as fleet_mod
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.rpc import transport as rpc
 from scheduler.rpc.context import RequestContext
-from scheduler.rpc.rpcapi import SchedulerAPI
-from tests.functional.fixtures_db import make_database
-from tests.functional.fixtures_placement import make_mariadb_placement
 from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit
-from tests.functional.test_race import _scheduler_processes
+from tests.functional.test_race import (
+    _scheduler_processes,
+    mariadb_race_cloud,
+    scheduler_client,
+)
 
 HOSTS = 6
 CONDUCTORS = 8
@@ -97,30 +93,10 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
     exchange = f"novasched-race-view-{uuidlib.uuid4().hex[:8]}"
     rng = random.Random(11)
     with contextlib.ExitStack() as stack:
-        api_url = stack.enter_context(make_database("mariadb", "novasched_rview_api"))
-        cell_url = stack.enter_context(make_database("mariadb", "novasched_rview_cell"))
-        api = db.get_engine(api_url)
-        db.create_schema(api, "api")
-        cell = db.create_cell_mapping(api, name="cell1", database_connection=cell_url)
-        db.create_schema(cell_url, "cell")
-        placement_svc = make_mariadb_placement(workers=2, conflict_retries=1)
-        placement_url = placement_svc.start()
-        stack.callback(placement_svc.stop)
-        placement = PlacementClient(placement_url, retry_backoff=0.05)
-        fleet = fleet_mod.build_fleet(
-            fleet_mod.FleetSpec(
-                hosts=HOSTS,
-                cells=[cell["uuid"]],
-                seed=5,
-                disabled_fraction=0.0,
-                down_fraction=0.0,
-                aarch64_fraction=0.0,
-                max_instances_per_host=1,
-            )
+        api_url, placement_svc, placement, fleet = mariadb_race_cloud(
+            stack, "rview", hosts=HOSTS, seed=5, aarch64_fraction=0.0
         )
-        engine = db.get_engine(cell_url)
-        fleet_mod.load_fleet(fleet, api, {cell["uuid"]: engine}, placement)
-        db.touch_services(engine)
+        placement_url = placement_svc.url
         rps = [p["uuid"] for p in fleet.providers]
         placement.ensure_traits([RACE_TRAIT, NOISE_TRAIT])
         for p in fleet.providers:
@@ -151,12 +127,7 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
         proc = stack.enter_context(_scheduler_processes(conf_path, log_path))
         _wait_views_loaded(proc, log_path)
 
-        CONF.register_opts(om_transport._transport_opts)
-        CONF.set_override("control_exchange", exchange)
-        CONF.set_override("long_rpc_timeout", 90)
-        transport = rpc.get_transport(CONF, url=RABBIT_URL)
-        stack.callback(transport.cleanup)
-        client = SchedulerAPI(transport)
+        client = scheduler_client(stack, exchange, 90)
         client.ping(RequestContext(request_id="req-ping"), "ready", timeout=30)
 
         flavor = Flavor(
@@ -247,4 +218,3 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
         log = log_path.read_text()
         from_view = len(re.findall(r"allocation candidate\(s\) from the provider view", log))
         assert from_view > 0, log[-4000:]
-        db.dispose_engines()
