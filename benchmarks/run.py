@@ -24,13 +24,14 @@ from typing import Any
 
 from benchmarks.report import table, target_verdicts
 
-SECTIONS = ("core", "e2e", "throughput", "memory", "faults")
+SECTIONS = ("core", "e2e", "throughput", "memory", "faults", "view_cost")
 DEFAULT_SIZES = {
     "core": [100, 1_000, 10_000, 100_000],
     "e2e": [100, 1_000, 5_000, 10_000],
     "throughput": [1_000],
     "memory": [100_000],
     "faults": [0],  # the suite's own fleets
+    "view_cost": [1_000, 10_000, 100_000],
 }
 QUICK_SIZES = {
     "core": [100, 1_000],
@@ -38,9 +39,18 @@ QUICK_SIZES = {
     "throughput": [100],
     "memory": [10_000],
     "faults": [0],
+    "view_cost": [200],
 }
-DEFAULT_REPEATS = {"core": 40, "e2e": 30, "throughput": 400, "memory": 5, "faults": 1}
-QUICK_REPEATS = {"core": 8, "e2e": 5, "throughput": 40, "memory": 3, "faults": 1}
+# view_cost: seconds (polls at 1 Hz) per measuring window
+DEFAULT_REPEATS = {
+    "core": 40,
+    "e2e": 30,
+    "throughput": 400,
+    "memory": 5,
+    "faults": 1,
+    "view_cost": 30,
+}
+QUICK_REPEATS = {"core": 8, "e2e": 5, "throughput": 40, "memory": 3, "faults": 1, "view_cost": 4}
 
 
 def _parse_sizes(text: str) -> list[int]:
@@ -268,6 +278,7 @@ FORMATTERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "e2e": format_generic,
     "throughput": format_generic,
     "faults": format_generic,
+    "view_cost": format_generic,
 }
 
 HEADINGS = {
@@ -285,6 +296,9 @@ HEADINGS = {
     "(target: 100k hosts <= 600 MB; nova ~1.9 GB peak)",
     "faults": "faults: the fault suite (tests/faults) against the real services "
     "(target: every fault survived, 0 allocations lost)",
+    "view_cost": "view_cost: what keeping the provider view current costs Placement, its "
+    "database and the scheduler, through the API and through the database, idle and under "
+    "claims by another writer (target: a change in the view within ~1 s)",
 }
 
 
@@ -311,7 +325,7 @@ def run_section(
     out: dict[str, Any] = {"sizes": sizes, "repeats": repeats}
     if name == "core":
         return module.run(sizes, repeats, out, progress=progress, quiet_seconds=quiet_seconds)
-    if name == "memory":
+    if name in ("memory", "view_cost"):
         return module.run(sizes, repeats, out, progress=progress)
     return module.run(sizes, repeats, out)
 

@@ -13,8 +13,8 @@ that reads every provider's allocations once per ``sweep_period``. Until then th
 counts the freed usage as used: it may leave a host out, never put one in that is full, and a
 view that finds no candidate hands the request to Placement.
 
-Cost (see docs/architecture.md for measurements): one listing per refresh, about 0.8 KB and
-40 µs of Placement CPU per provider, so it fits about 1k–2k providers at 1 s; the cold load is
+Cost (measured in docs/benchmarks.md, "view_cost"): one listing per refresh, about 0.8 KB and
+70 µs of Placement CPU per provider, so it fits a few thousand providers at 1 s; the cold load is
 four GETs per provider.
 """
 

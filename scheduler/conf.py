@@ -548,7 +548,7 @@ placement_opts = [
         "trees); requests of the common shapes take their allocation candidates from it "
         "instead of GET /allocation_candidates, and Placement still checks every claim. "
         "Through the API a refresh lists every provider each view_refresh_interval (about "
-        "0.04 s of Placement CPU per 1,000 providers) and the start-up load costs four GETs "
+        "0.07 s of Placement CPU per 1,000 providers) and the start-up load costs four GETs "
         "per provider: fine to a few thousand providers. Through the database both cost "
         "milliseconds at 10,000. See docs/architecture.md, 'The provider view'.",
     ),
