@@ -34,6 +34,9 @@ from provider_view.view import ProviderView
 LOG = logging.getLogger(__name__)
 
 _PARTS = ("inventories", "allocations", "traits", "aggregates")
+# the most providers one refresh sweeps: a refresh that took long must not make the next one
+# longer still (at 100k providers an uncapped share grew each poll: 11 s, then 29 s)
+_SWEEP_CAP = 32
 _CONSISTENT_READ_TRIES = 4
 
 
@@ -116,11 +119,12 @@ class ApiFeed:
     # -- reading -----------------------------------------------------------------------------------
     def _sweep(self, listing: list[dict[str, Any]], now: float) -> list[str]:
         """The next providers of the rolling allocation sweep (every provider once per
-        ``sweep_period``)."""
+        ``sweep_period``, at most ``_SWEEP_CAP`` per refresh: above about 20,000 providers a
+        sweep takes longer than the period)."""
         if not self.sweep_period or not listing or self._last_poll is None:
             return []
         share = (now - self._last_poll) / self.sweep_period
-        count = min(len(listing), math.ceil(len(listing) * share))
+        count = min(len(listing), math.ceil(len(listing) * share), _SWEEP_CAP)
         start = self._sweep_cursor % len(listing)
         picked = [listing[(start + i) % len(listing)]["uuid"] for i in range(count)]
         self._sweep_cursor = start + count

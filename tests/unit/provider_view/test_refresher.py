@@ -150,3 +150,20 @@ def test_api_feed_reads_a_provider_whose_tree_moved_without_a_generation_change(
         assert view.record("b").root_uuid == "a"
     finally:
         feed.close()
+
+
+def test_api_feed_sweeps_at_most_a_few_providers_per_refresh_however_long_the_last_took():
+    placement = FakePlacement()
+    placement.providers = {f"rp-{i}": 1 for i in range(500)}
+    clock = Clock()
+    view = ProviderView(clock=clock)
+    feed = ApiFeed(placement, sweep_period=10.0, clock=clock)
+    try:
+        feed.load(view)
+        clock.now += 60.0  # a refresh that came six sweep periods late
+        placement.reads.clear()
+        read = feed.poll(view)
+        assert 0 < read <= 32
+        assert len({r.split("/")[0] for r in placement.reads}) == read
+    finally:
+        feed.close()
