@@ -112,6 +112,10 @@ class _Pacer:
             self._until = time.perf_counter() + self.slice
 
 
+class CellReadFailed(RuntimeError):
+    """A cell whose last read failed, asked for while another read of it runs."""
+
+
 def _no_pause() -> None:
     """The pacer of a read on a request's behalf: it does not give way."""
 
@@ -189,13 +193,24 @@ class _CellHealth:
     Everything else, such as each request served without the cell, is logged at DEBUG.
     """
 
-    __slots__ = ("failing_since", "failures", "reminded_at", "reading_since", "_counted", "_lock")
+    __slots__ = (
+        "failing_since",
+        "failures",
+        "reminded_at",
+        "reading_since",
+        "errored",
+        "_counted",
+        "_lock",
+    )
 
     def __init__(self) -> None:
         self.failing_since: float | None = None  # time.monotonic() of the first failure
         self.failures = 0  # failed reads since then
         self.reminded_at = 0.0  # time.monotonic() of the last WARNING about it
         self.reading_since: float | None = None  # start of the read in flight
+        # the last read that ended raised (the database refused or dropped us): its hosts are
+        # not served as last read while another read tries again
+        self.errored = False
         self._counted = False  # the read in flight is counted as failed already
         self._lock = threading.Lock()
 
@@ -217,6 +232,7 @@ class _CellHealth:
             took = now - (self.reading_since or now)
             count = not self._counted
             self.reading_since, self._counted = None, False
+            self.errored = exc is not None
             if exc is not None:
                 first = f"Error reading cell {cell.name} ({cell.uuid}){_req(request_id)}: {exc}"
                 self._failed(cell, now, interval, first, f"error: {exc}", request_id, count)
@@ -595,6 +611,10 @@ class HostManager:
         timeout = self.conf.scheduler.cell_timeout
         interval = self.cell_failure_log_interval
         if not view.lock.acquire(blocking=wait or view.read_started_at is None):
+            if view.health.errored:
+                # its last read failed (a dead database): skip the cell while another read
+                # tries again, rather than choose hosts of a cell that cannot build them
+                raise CellReadFailed(f"cell {cell.name}: the last read failed, another is running")
             # the read in flight may be stuck (a locked table): say so, once
             view.health.timed_out(cell, timeout, interval, request_id, waited=False)
             return _CellRead(view, view.hosts, view.servable)

@@ -1456,3 +1456,54 @@ def test_a_slow_cell_waited_for_by_many_requests_is_logged_once(env, monkeypatch
     assert "req-0" in warning
     (info,) = _records(caplog, logging.INFO)
     assert info.startswith(f"Cell slow ({slow}) answers again after ")
+
+
+def test_a_cell_whose_last_read_failed_is_skipped_while_another_read_runs(env, monkeypatch):
+    # a dead database: the last read raised; the refresher is trying again (and hangs on a
+    # connect): requests skip the cell instead of serving its hosts as last read
+    cell = env.add_cell("dead")
+    u1 = env.add_host(cell, "h1")
+    hm = env.manager(window_read_interval=0.05)
+    hm.warm_up()
+    url = str(env.cells[cell].url)
+    state = {"mode": "fail"}
+    blocked = threading.Event()
+    release = threading.Event()
+    real = queries.get_compute_services
+
+    def services(engine, updated_since=None):
+        if str(engine.url) == url:
+            if state["mode"] == "fail":
+                raise RuntimeError("Lost connection to MySQL server during query")
+            if state["mode"] == "hang":
+                blocked.set()
+                release.wait(10)
+        return real(engine, updated_since=updated_since)
+
+    def failing(name):
+        real_read = getattr(queries, name)
+
+        def read(engine, *args, **kwargs):
+            if str(engine.url) == url and state["mode"] == "fail":
+                raise RuntimeError("Lost connection to MySQL server during query")
+            return real_read(engine, *args, **kwargs)
+
+        return read
+
+    monkeypatch.setattr(queries, "get_compute_services", services)
+    for name in ("get_compute_node_reports", "get_compute_nodes"):
+        monkeypatch.setattr(queries, name, failing(name))
+    # a request's own read fails: the cell is skipped
+    assert hm.get_host_states_by_uuids([u1], request_id="req-1") == []
+    # the next read (the refresher's) hangs; a request meanwhile does not serve the cell
+    state["mode"] = "hang"
+    hm.start_refresher()
+    try:
+        assert blocked.wait(5)
+        assert hm.get_host_states_by_uuids([u1], request_id="req-2") == []
+    finally:
+        release.set()
+    # once a read succeeds the cell is served again
+    state["mode"] = "ok"
+    assert _until(lambda: [h.uuid for h in hm.get_host_states_by_uuids([u1])] == [u1])
+    hm.stop()
