@@ -24,7 +24,7 @@ from typing import Any
 
 from benchmarks.report import table, target_verdicts
 
-SECTIONS = ("core", "e2e", "throughput", "memory", "faults", "view_cost")
+SECTIONS = ("core", "e2e", "throughput", "memory", "faults", "view_cost", "telemetry")
 DEFAULT_SIZES = {
     "core": [100, 1_000, 10_000, 100_000],
     "e2e": [100, 1_000, 5_000, 10_000],
@@ -32,6 +32,7 @@ DEFAULT_SIZES = {
     "memory": [100_000],
     "faults": [0],  # the suite's own fleets
     "view_cost": [1_000, 10_000, 100_000],
+    "telemetry": [0],  # no fleet: the cost of counting one request
 }
 QUICK_SIZES = {
     "core": [100, 1_000],
@@ -40,6 +41,7 @@ QUICK_SIZES = {
     "memory": [10_000],
     "faults": [0],
     "view_cost": [200],
+    "telemetry": [0],
 }
 # view_cost: seconds (polls at 1 Hz) per measuring window
 DEFAULT_REPEATS = {
@@ -49,8 +51,17 @@ DEFAULT_REPEATS = {
     "memory": 5,
     "faults": 1,
     "view_cost": 30,
+    "telemetry": 20_000,  # requests counted per mode
 }
-QUICK_REPEATS = {"core": 8, "e2e": 5, "throughput": 40, "memory": 3, "faults": 1, "view_cost": 4}
+QUICK_REPEATS = {
+    "core": 8,
+    "e2e": 5,
+    "throughput": 40,
+    "memory": 3,
+    "faults": 1,
+    "view_cost": 4,
+    "telemetry": 2_000,
+}
 
 
 def _parse_sizes(text: str) -> list[int]:
@@ -118,6 +129,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the service's log lines go (default: a new file in the temp directory); "
         "nova's ComputeFilter warns once per down host per request, and that cost is measured",
     )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="after the run, draw the core and e2e latencies against host count, beside nova "
+        "34's numbers, into FILE.png (needs matplotlib: pip install 'novasched[plot]')",
+    )
+    parser.add_argument(
+        "--from-json",
+        metavar="RESULTS.json",
+        help="run nothing: draw the --plot picture from a file written by --json",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print progress")
     return parser
 
@@ -132,7 +154,7 @@ def sizes_for(section: str, given: list[int] | None, quick: bool) -> list[int]:
         return [max(given)]
     if section == "throughput":
         return [min(given, key=lambda s: abs(s - 1_000))]
-    if section == "faults":
+    if section in ("faults", "telemetry"):
         return [0]
     return list(given)
 
@@ -279,6 +301,7 @@ FORMATTERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "throughput": format_generic,
     "faults": format_generic,
     "view_cost": format_generic,
+    "telemetry": format_generic,
 }
 
 HEADINGS = {
@@ -299,6 +322,8 @@ HEADINGS = {
     "view_cost": "view_cost: what keeping the provider view current costs Placement, its "
     "database and the scheduler, through the API and through the database, idle and under "
     "claims by another writer (target: a change in the view within ~1 s)",
+    "telemetry": "telemetry: what counting one request into the Prometheus metrics costs, off, "
+    "in memory and in multiprocess files ([metrics_exporter] listen), and one /metrics scrape",
 }
 
 
@@ -341,7 +366,22 @@ def _environment() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.from_json and not args.plot:
+        parser.error("--from-json draws a picture: give --plot FILE.png too")
+    if args.from_json and args.json:
+        parser.error("--from-json runs nothing: there are no new results for --json")
+    if args.plot:
+        from benchmarks import plot
+
+        try:  # before a run of minutes, not after it
+            plot.require_matplotlib()
+        except plot.PlotError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        if args.from_json:
+            return plot.plot_command(args.from_json, args.plot)
     log_file = args.log_file
     if not log_file:
         fd, log_file = tempfile.mkstemp(prefix="novasched-bench-", suffix=".log")
@@ -387,8 +427,13 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(results, fh, indent=2, default=str)
         print(f"\nJSON written to {args.json}")
+    plotted = 0
+    if args.plot:
+        from benchmarks import plot
+
+        plotted = plot.plot_command(results, args.plot)
     print(f"Log: {log_file}")
-    return 1 if failed else 0
+    return 1 if failed else plotted
 
 
 if __name__ == "__main__":

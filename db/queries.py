@@ -211,6 +211,27 @@ class ServiceRow(NamedTuple):
     deleted: int
 
 
+# Every column of nova's tables that the reads of this module name, by table: selected,
+# filtered on, joined or ordered by. ``novasched-manage check`` looks for exactly these in the
+# API and cell databases; tests/unit/db/test_read_columns.py runs every read and proves that
+# the statements name these columns and no others, so a new read cannot leave it stale.
+READ_COLUMNS: dict[str, tuple[str, ...]] = {
+    # API database
+    "cell_mappings": ("id", "uuid", "name", "database_connection", "transport_url", "disabled"),
+    "host_mappings": ("host", "cell_id"),
+    "aggregates": ("id", "uuid", "name", "created_at", "updated_at"),
+    "aggregate_hosts": ("aggregate_id", "host"),
+    "aggregate_metadata": ("aggregate_id", "key", "value"),
+    "instance_groups": ("id", "uuid", "name", "user_id", "project_id"),
+    "instance_group_policy": ("id", "group_id", "policy", "rules"),
+    "instance_group_member": ("id", "group_id", "instance_uuid"),
+    # cell database
+    "compute_nodes": (*ComputeNodeRow._fields, "deleted_at"),
+    "services": ServiceRow._fields,
+    "instances": ("uuid", "host", "instance_type_id", "deleted"),
+    "instance_system_metadata": ("instance_uuid", "key", "value", "deleted"),
+}
+
 _CN_COLS = [_CN.c[name] for name in ComputeNodeRow._fields]
 _SVC_COLS = [_SVC.c[name] for name in ServiceRow._fields]
 _CN_SELECT = sa.select(*_CN_COLS)

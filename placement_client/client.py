@@ -14,7 +14,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,6 +162,10 @@ class PlacementClient:
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
         self.coalesced = 0  # queries answered by another one's flight (for logs and tests)
+        # time.time() of the last answer below 500 (health checks read it)
+        self.last_answer_at = 0.0
+        # called once per claim retried after a provider-generation conflict (metrics)
+        self.on_claim_retry: Callable[[], None] | None = None
 
     # -- transport ---------------------------------------------------------------------------
     def _request(
@@ -211,6 +215,7 @@ class PlacementClient:
         answer = _Answer(resp.status_code, parsed, resp.headers)
         if answer.status >= 500:
             raise self._error(PlacementServerError, method, path, answer, request_id)
+        self.last_answer_at = time.time()
         return answer
 
     def _ks_request(self, method: str, path: str, headers: dict[str, str], data: Any) -> Any:
@@ -470,6 +475,8 @@ class PlacementClient:
                         "try another host",
                     )
                 delay = random.uniform(0, self.retry_backoff * attempt * 2)
+                if self.on_claim_retry is not None:
+                    self.on_claim_retry()
                 LOG.debug(
                     "[%s] provider generation conflict claiming %s (attempt %d), retrying in %.2fs",
                     request_id,

@@ -38,6 +38,8 @@ _PARTS = ("inventories", "allocations", "traits", "aggregates")
 # longer still (at 100k providers an uncapped share grew each poll: 11 s, then 29 s)
 _SWEEP_CAP = 32
 _CONSISTENT_READ_TRIES = 4
+# the cold load logs how far it got this often (seconds)
+_LOAD_REPORT_SECONDS = 10.0
 
 
 class ProviderGone(Exception):
@@ -76,7 +78,7 @@ class ApiFeed:
         """Read every provider into the view (the cold load)."""
         started = self._clock()
         listing = self.client.list_providers()
-        records, _ = self._read_many(listing)
+        records, _ = self._read_many(listing, report_every=_LOAD_REPORT_SECONDS)
         view.replace_all(records, started)
         # the sweep starts now: a long load must not make the first poll sweep its share
         self._last_poll = self._clock()
@@ -131,19 +133,30 @@ class ApiFeed:
         return picked
 
     def _read_many(
-        self, listing: Iterable[dict[str, Any]]
+        self, listing: Iterable[dict[str, Any]], report_every: float | None = None
     ) -> tuple[list[ProviderRecord], set[str]]:
+        """Read these providers in parallel; ``report_every`` seconds, log how far it got
+        (the cold load of a large cloud takes minutes)."""
         items = list(listing)
         if not items:
             return [], set()
         records: list[ProviderRecord] = []
         gone: set[str] = set()
+        started = last_report = self._clock()
         futures = [(p, self._pool.submit(self.read_provider, p)) for p in items]
-        for p, future in futures:
+        for done, (p, future) in enumerate(futures, start=1):
             try:
                 records.append(future.result())
             except ProviderGone:
                 gone.add(p["uuid"])
+            if report_every is not None and self._clock() - last_report >= report_every:
+                last_report = self._clock()
+                LOG.info(
+                    "Loading the provider view: %d of %d provider(s) read in %.0f s",
+                    done,
+                    len(items),
+                    last_report - started,
+                )
         self.reads += len(records)
         return records, gone
 

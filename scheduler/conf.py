@@ -495,6 +495,40 @@ upgrade_levels_opts = [
     ),
 ]
 
+metrics_exporter_opts = [
+    cfg.StrOpt(
+        "listen",
+        default=None,
+        help="ours: HOST:PORT on which the scheduler serves Prometheus metrics (/metrics) and "
+        "its health (/healthz, /livez, /readyz), for example 127.0.0.1:9180 or [::1]:9180. "
+        "Unset (the default): no listener. With [scheduler] workers > 1 the supervising "
+        "process serves the metrics of every worker together.",
+    ),
+    cfg.IntOpt(
+        "ready_max_age",
+        default=60,
+        min=1,
+        help="ours: /readyz reports unready when a worker's last successful cell read or its "
+        "last answer from Placement is older than this many seconds (an idle worker asks "
+        "Placement for its version document to keep the second current).",
+    ),
+    cfg.FloatOpt(
+        "probe_interval",
+        default=2.0,
+        min=0.1,
+        help="ours: how often each worker checks its broker connection and publishes its "
+        "health and gauges (host count per cell, refresher lag, provider view age).",
+    ),
+    cfg.StrOpt(
+        "multiproc_dir",
+        default=None,
+        help="ours: directory for prometheus-client's per-process metric files "
+        "(PROMETHEUS_MULTIPROC_DIR; its *.db files are deleted at start). Unset: the "
+        "environment's PROMETHEUS_MULTIPROC_DIR, else a private temporary directory "
+        "removed at exit.",
+    ),
+]
+
 api_database_opts = [
     cfg.StrOpt(
         "connection",
@@ -589,7 +623,7 @@ placement_opts = [
 
 # Groups whose unknown keys are reported once at start-up. Other groups of a nova.conf
 # ([DEFAULT], [api], [libvirt], ...) belong to other nova services and are silently skipped.
-_CHECKED_GROUPS = ("scheduler", "filter_scheduler", "placement", "metrics")
+_CHECKED_GROUPS = ("scheduler", "filter_scheduler", "placement", "metrics", "metrics_exporter")
 
 # Old [DEFAULT] names of nova scheduler options (deprecated names of [scheduler] host_manager
 # and [filter_scheduler] use_baremetal_filters / baremetal_enabled_filters, until nova dropped
@@ -623,6 +657,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(workarounds_opts, group="workarounds")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     conf.register_opts(api_database_opts, group="api_database")
+    conf.register_opts(metrics_exporter_opts, group="metrics_exporter")
     conf.register_opts(placement_opts, group=_PLACEMENT_GROUP)
     ks_loading.register_session_conf_options(conf, _PLACEMENT_GROUP)
     ks_loading.register_adapter_conf_options(conf, _PLACEMENT_GROUP)
@@ -646,13 +681,15 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("workarounds", workarounds_opts),
         ("upgrade_levels", upgrade_levels_opts),
         ("api_database", api_database_opts),
+        ("metrics_exporter", metrics_exporter_opts),
         (_PLACEMENT_GROUP, placement_opts + _placement_ks_opts()),
     ]
 
 
-def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
-    """Log one warning listing the options of our groups that the config files set but we
-    do not implement; return their ``group.name`` spellings."""
+def unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
+    """The options of our groups that the config files set but we do not implement, as
+    sorted ``group.name`` spellings. Nothing is logged (``novasched-manage check`` lists
+    them; the service warns with ``warn_unsupported_options``)."""
     known: dict[str, set[str]] = {}
     for group, opts in list_opts():
         known.setdefault(group.lower(), set()).update(o.dest for o in opts)
@@ -683,6 +720,13 @@ def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
                 if dest in _IGNORED_OLD_DEFAULT_OPTS and f"DEFAULT.{key}" not in unknown:
                     unknown.append(f"DEFAULT.{key}")
     unknown.sort()
+    return unknown
+
+
+def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
+    """Log one warning listing the options of our groups that the config files set but we
+    do not implement; return their ``group.name`` spellings."""
+    unknown = unsupported_options(conf)
     if unknown:
         LOG.warning(
             "Ignoring configuration options novasched does not support: %s", ", ".join(unknown)

@@ -11,8 +11,13 @@ class NoValidHost(NovaschedError):
     """No host can take the request. Travels to nova's conductor as
     ``nova.exception.NoValidHost`` (see ``scheduler/rpc/manager.py``)."""
 
-    def __init__(self, reason: str = ""):
+    def __init__(self, reason: str = "", cause: str = "other", filter_name: str = ""):
         self.reason = reason
+        # what the metrics count it as: no_candidates (Placement found none), filters (the
+        # filter ``filter_name`` removed the last host), narrowed, claims_refused,
+        # placement_unreachable, prefilter, no_such_host, no_compute_node, deadline, other
+        self.cause = cause
+        self.filter_name = filter_name
         super().__init__(f"No valid host was found. {reason}".rstrip())
 
 

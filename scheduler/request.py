@@ -68,8 +68,12 @@ class SchedulingRequest(RequestSpec):
     # instance uuids whose claim may have landed but could not be checked: the rollback
     # deletes their allocations too (DELETE of a consumer without allocations is harmless)
     possibly_claimed: list[str] = field(default_factory=list)
+    claims_made: int = 0  # claims Placement took (a rollback may delete them later)
+    # hosts each filter removed, over every instance of the request (for the metrics)
+    filter_removed: dict[str, int] = field(default_factory=dict)
     claim_failures: int = 0  # claims Placement clearly refused (409, other 4xx)
     claim_errors: int = 0  # claims that failed otherwise (5xx, an outcome found not landed)
+    claims_unsent: int = 0  # claims that never reached Placement (connection refused)
     placement_errors: list[str] = field(default_factory=list)
     # the error that showed Placement cannot be reached; no further claim is tried
     placement_unreachable: str = ""

@@ -1,4 +1,5 @@
-"""novasched-manage: database schema, cells, synthetic fleets, host listing, the demo.
+"""novasched-manage: database schema, cells, synthetic fleets, host listing, the demo, and
+the readiness check.
 
     novasched-manage --config-file nova.conf db sync [--api-only]
     novasched-manage --config-file nova.conf cell create --name cell1 --database-connection URL
@@ -9,11 +10,15 @@
     novasched-manage --config-file nova.conf explain --flavor NAME:VCPUS:RAM_MB:DISK_GB[:k=v,...]
         [--image-props k=v,...] [--hints k=v,...] [--az AZ] [--num-instances N]
         [--request FILE] [--all-hosts] [--format text|json]
+    novasched-manage --config-file nova.conf check [--placement-config-file PATH]
+        [--placement-workers N] [--json]
     novasched-manage demo [...]
 
 The config files are read with oslo.config under project "nova" (nova.conf as it is);
 ``[api_database] connection`` locates the API database and cell_mappings the cells. Every
 error is one line on stderr and a non-zero exit status (``--debug`` adds the traceback).
+``check`` exits 0 when everything is OK, 1 on a warning, 2 on a failure. Long commands
+(``fleet load``, ``check``) draw a progress bar when standard output is a terminal.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from sqlalchemy.engine import make_url
 
 import db
 from scheduler.cmd import hide_eventlet_deprecation
+from scheduler.cmd.progress import terminal_progress
 from scheduler.conf import CONF
 from scheduler.demo import fleet as fleet_mod
 from scheduler.hosts.table import service_is_up
@@ -252,10 +258,16 @@ def cmd_fleet_load(args: argparse.Namespace) -> int:
         engine = db.get_engine(_check_url(c["database_connection"], f"cell {c['name']}"))
         db.create_schema(engine, "cell")
         engines[c["uuid"]] = engine
+    progress = terminal_progress(unit="host")
     try:
-        fleet_mod.load_fleet(fleet, api, engines, placement, workers=args.workers)
+        fleet_mod.load_fleet(
+            fleet, api, engines, placement, workers=args.workers, progress=progress
+        )
     except fleet_mod.FleetConflict as exc:
         raise CommandError(str(exc))
+    finally:
+        if progress is not None:
+            progress.close()
     names = ", ".join(c["name"] or c["uuid"] for c in cells)
     print(
         f"loaded {len(fleet.hosts)} hosts into {names}: {len(fleet.disabled_hosts)} disabled, "
@@ -423,6 +435,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0 if doc["no_valid_host"] is None else 2
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """Check nova.conf, the databases, Placement and the broker; 0 OK, 1 warning, 2 failure."""
+    from scheduler.cmd import check
+
+    return check.main(
+        CONF,
+        placement_config_file=args.placement_config_file,
+        placement_workers=args.placement_workers,
+        as_json=args.json,
+        progress=None if args.json else terminal_progress(),
+    )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     try:
         from scheduler.demo import run as demo
@@ -474,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-dir", action="append", metavar="DIR", help="directory of *.conf")
     p.add_argument("--debug", action="store_true", help="log debug output and show tracebacks")
     sub = p.add_subparsers(
-        dest="category", metavar="{db,cell,fleet,host,explain,demo}", parser_class=_Parser
+        dest="category", metavar="{db,cell,fleet,host,explain,check,demo}", parser_class=_Parser
     )
     sub.required = True
 
@@ -567,6 +592,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.set_defaults(func=cmd_explain)
 
+    chk = sub.add_parser(
+        "check",
+        help="check that novasched can run with this nova.conf: plugins, ignored options, the "
+        "API and cell databases, Placement and its conflict-retry setting, the broker, and "
+        "compute nodes against services and providers (exit status 0 OK, 1 warning, 2 failure)",
+    )
+    chk.add_argument(
+        "--placement-config-file",
+        metavar="PATH",
+        help="Placement's own configuration, for its allocation_conflict_retry_count "
+        "(default: /etc/placement/placement.conf if readable)",
+    )
+    chk.add_argument(
+        "--placement-workers",
+        type=_positive,
+        metavar="N",
+        help="how many API worker processes Placement runs (default: unknown)",
+    )
+    chk.add_argument("--json", action="store_true", help="print the results as JSON")
+    chk.set_defaults(func=cmd_check)
+
     demo = sub.add_parser("demo", help="run the self-contained demo (arguments go to it)")
     demo.set_defaults(func=cmd_demo, demo_args=[])
     return p
@@ -606,7 +652,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.func is cmd_demo:
             return cmd_demo(args)
-        _parse_config(args)
+        try:
+            _parse_config(args)
+        except CommandError as exc:
+            if args.func is not cmd_check:
+                raise
+            from scheduler.cmd import check
+
+            return check.config_error(str(exc), as_json=args.json)
         try:
             return args.func(args)
         finally:

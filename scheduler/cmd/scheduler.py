@@ -71,9 +71,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from scheduler import conf as sched_conf
     from scheduler import exceptions
+    from scheduler.telemetry import gmr
 
     conf = sched_conf.CONF
     log.register_options(conf)
+    gmr.register_opts(conf)
     try:
         conf(argv, project="nova", prog=_PROG)
     except (cfg.Error, ValueError) as exc:
@@ -81,14 +83,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log.setup(conf, "novasched")
     sched_conf.warn_unsupported_options(conf)
+    gmr.setup(conf)
 
     from scheduler.rpc import service
 
     try:
         return service.run_workers(conf)
     except exceptions.ConfigurationError as exc:
+        # EX_CONFIG, as a worker that cannot start: a service manager should not restart it
         print(f"{_PROG}: configuration error: {exc}", file=sys.stderr)
-        return 1
+        return service.EXIT_CONFIG
     except cfg.Error as exc:
         print(f"{_PROG}: configuration error: {exc}", file=sys.stderr)
         return 2

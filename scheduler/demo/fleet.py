@@ -15,6 +15,7 @@ import json
 import logging
 import random
 import uuid as uuidlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -65,6 +66,19 @@ _COMMON_TRAITS = [
     "COMPUTE_VOLUME_MULTI_ATTACH",
     "OWNER_NOVA",
 ]
+
+
+# ``progress(stage, done, total)``: ``done`` of ``total`` items of ``stage`` are written (a
+# command line draws a bar from it; see scheduler/cmd/progress.py)
+ProgressCallback = Callable[[str, int, int], None]
+
+# the stages load_fleet reports, in order
+STAGE_CELLS = "hosts into cell databases"
+STAGE_PROVIDERS = "Placement providers"
+STAGE_ALLOCATIONS = "Placement allocations"
+
+# providers created per create_providers_bulk call when progress is reported
+_PROVIDER_CHUNK_PER_WORKER = 8
 
 
 class PlacementWriter(Protocol):
@@ -437,6 +451,7 @@ def load_fleet(
     placement: PlacementWriter | None,
     *,
     workers: int = 8,
+    progress: ProgressCallback | None = None,
 ) -> None:
     """Write ``fleet`` into the API database, the cell databases and Placement.
 
@@ -444,16 +459,26 @@ def load_fleet(
     the cells must already be mapped in the API database. Aggregates that exist by name are
     reused (hosts and metadata added), so the Placement aggregates carry their uuids.
     ``placement=None`` skips the Placement side. Raises FleetConflict if a host exists.
+    ``progress``, if given, is called as hosts, providers and allocations are written
+    (stages ``STAGE_CELLS``, ``STAGE_PROVIDERS``, ``STAGE_ALLOCATIONS``); the providers are
+    then created a few dozen per ``create_providers_bulk`` call instead of all in one.
     """
     missing = [c for c in fleet.compute_nodes if c not in cell_engines]
     if missing:
         raise ValueError(f"no engine given for cell(s) {', '.join(missing)}")
     _check_no_existing_hosts(fleet, cell_engines)
     agg_uuid_map = _write_aggregates(api_engine, fleet.aggregates)
+    written = 0
+    if progress is not None:
+        progress(STAGE_CELLS, 0, len(fleet.host_cells))
     for cell, engine in cell_engines.items():
         if cell in fleet.compute_nodes:
             _write_cell(engine, fleet, cell)
-            db.map_hosts(api_engine, cell, [h for h, c in fleet.host_cells.items() if c == cell])
+            hosts = [h for h, c in fleet.host_cells.items() if c == cell]
+            db.map_hosts(api_engine, cell, hosts)
+            written += len(hosts)
+            if progress is not None:
+                progress(STAGE_CELLS, written, len(fleet.host_cells))
     if placement is None:
         return
     placement.ensure_traits(CUSTOM_TRAITS)
@@ -461,8 +486,16 @@ def load_fleet(
         dict(p, aggregates=[agg_uuid_map.get(a, a) for a in p["aggregates"]])
         for p in fleet.providers
     ]
-    placement.create_providers_bulk(specs, workers=workers)
-    _write_allocations(placement, fleet.allocations, workers)
+    if progress is None:
+        placement.create_providers_bulk(specs, workers=workers)
+    else:
+        # a fleet's providers are all roots, so any chunk order keeps parents first
+        chunk = max(1, workers) * _PROVIDER_CHUNK_PER_WORKER
+        progress(STAGE_PROVIDERS, 0, len(specs))
+        for start in range(0, len(specs), chunk):
+            placement.create_providers_bulk(specs[start : start + chunk], workers=workers)
+            progress(STAGE_PROVIDERS, min(start + chunk, len(specs)), len(specs))
+    _write_allocations(placement, fleet.allocations, workers, progress)
 
 
 def _check_no_existing_hosts(fleet: Fleet, cell_engines: dict[str, Engine]) -> None:
@@ -560,7 +593,12 @@ def _instance_row(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row.get(k, _INSTANCE_DEFAULTS.get(k)) for k in _INSTANCE_COLUMNS}
 
 
-def _write_allocations(placement: Any, allocations: list[dict[str, Any]], workers: int) -> None:
+def _write_allocations(
+    placement: Any,
+    allocations: list[dict[str, Any]],
+    workers: int,
+    progress: ProgressCallback | None = None,
+) -> None:
     if not allocations:
         return
     claim = getattr(placement, "claim_resources", None)
@@ -573,5 +611,11 @@ def _write_allocations(placement: Any, allocations: list[dict[str, Any]], worker
         claim(alloc["consumer_uuid"], body, alloc["project_id"], alloc["user_id"])
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        # list() re-raises the first failure
-        list(pool.map(_one, allocations))
+        if progress is None:
+            # list() re-raises the first failure
+            list(pool.map(_one, allocations))
+            return
+        progress(STAGE_ALLOCATIONS, 0, len(allocations))
+        # consuming the results in order re-raises the first failure too
+        for done, _ in enumerate(pool.map(_one, allocations), start=1):
+            progress(STAGE_ALLOCATIONS, done, len(allocations))

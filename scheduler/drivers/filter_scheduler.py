@@ -47,6 +47,7 @@ from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.placement import prefilters, query
 from scheduler.request import SchedulingRequest
+from scheduler.telemetry import metrics
 from weighers.handler import WeighedHost, WeightHandler, load_weighers
 
 LOG = logging.getLogger(__name__)
@@ -161,6 +162,8 @@ class FilterScheduler:
             host_manager = HostManager(conf)
         self.placement = placement
         self.host_manager = host_manager
+        if isinstance(placement, PlacementClient) and placement.on_claim_retry is None:
+            placement.on_claim_retry = _count_claim_retry
         # the provider view: a ViewRefresher from [placement] view_feed, unless one is given
         # (False: none); a stand-in Placement (tests) gets none
         if view is None and (not injected or isinstance(placement, PlacementClient)):
@@ -286,6 +289,8 @@ class FilterScheduler:
             observer = self.timing_observer
             if observer is not None:
                 observer(dict(req.timings, total=total))
+            if metrics.M.enabled:
+                _count_request(req)
 
     def _select(
         self,
@@ -370,6 +375,9 @@ class FilterScheduler:
                 report = FilterReport(hosts=list(narrowed))
             else:
                 report = self.filter_handler.run(narrowed, req, index, request_id=req.request_id)
+                removed = req.filter_removed
+                for name, reasons in report.removed_by.items():
+                    removed[name] = removed.get(name, 0) + sum(reasons.values())
             req.last_report = report
         step = InstanceStep(list(req.narrowed), forced, report, [], [])
         if not report.hosts:
@@ -397,7 +405,7 @@ class FilterScheduler:
         try:
             applied = prefilters.process_reqspec(req, self.host_manager, self.conf)
         except RequestFilterFailed as exc:
-            raise NoValidHost(str(exc)) from exc
+            raise NoValidHost(str(exc), "prefilter") from exc
         req.prefilters = applied
         if applied and LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("Request filters applied: %s", ", ".join(applied))
@@ -412,7 +420,7 @@ class FilterScheduler:
             return None, False
         nodes = self.host_manager.compute_nodes_by_host_or_node(host, node, req)
         if not nodes:
-            raise NoValidHost(f"No such host - host: {host} node: {node}")
+            raise NoValidHost(f"No such host - host: {host} node: {node}", "no_such_host")
         if len(nodes) == 1:
             if dest is not None and (dest.host or dest.node):
                 # as nova does: a destination given by node alone (API 2.74) names its host
@@ -438,7 +446,8 @@ class FilterScheduler:
                     except PlacementError as exc:
                         LOG.error("Failed to get allocation candidates from Placement: %s", exc)
                         raise NoValidHost(
-                            f"Placement could not be asked for candidates: {exc}"
+                            f"Placement could not be asked for candidates: {exc}",
+                            "placement_unreachable",
                         ) from exc
             candidates = results[0] if len(results) == 1 else query.merge_candidates(results)
         req.query_text = " | ".join(q.describe() for q in queries)
@@ -456,7 +465,7 @@ class FilterScheduler:
                 )
             if req.placement_hint:
                 reason += "; " + req.placement_hint
-            raise NoValidHost(reason)
+            raise NoValidHost(reason, "no_candidates")
         by_rp: dict[str, list[dict[str, Any]]] = {}
         get = by_rp.get
         for areq in candidates.allocation_requests:
@@ -481,7 +490,8 @@ class FilterScheduler:
             raise NoValidHost(
                 f"Placement returned {len(candidates.provider_summaries)} candidate "
                 "provider(s) but none is a compute node with a service record in the enabled "
-                "cells (a cell may have been skipped; see the warnings)"
+                "cells (a cell may have been skipped; see the warnings)",
+                "no_compute_node",
             )
         return hosts
 
@@ -634,6 +644,7 @@ class FilterScheduler:
                 )
                 if self._settle_unknown_claim(req, instance_uuid, exc):
                     LOG.info("The claim of %s on %s was made after all", instance_uuid, host.host)
+                    req.claims_made += 1
                     self._assume(instance_uuid, alloc_req)
                     return alloc_req
                 if not req.placement_unreachable and isinstance(exc, PlacementConnectionError):
@@ -661,12 +672,14 @@ class FilterScheduler:
                     "Placement unreachable claiming %s on %s: %s", instance_uuid, host.host, exc
                 )
                 req.placement_unreachable = str(exc)
+                req.claims_unsent += 1
                 return None
             except PlacementError as exc:
                 LOG.warning("Placement error claiming %s on %s: %s", instance_uuid, host.host, exc)
                 req.claim_errors += 1
                 req.placement_errors.append(str(exc))
                 return None
+            req.claims_made += 1
             self._assume(instance_uuid, alloc_req)
             return alloc_req
 
@@ -730,7 +743,8 @@ class FilterScheduler:
             raise NoValidHost(
                 f"The request ran past its deadline of {req.deadline_seconds:g} s "
                 "([scheduler] request_deadline, [DEFAULT] long_rpc_timeout) after placing "
-                f"{len(req.claimed)} instance(s); every claim of the request was deleted"
+                f"{len(req.claimed)} instance(s); every claim of the request was deleted",
+                "deadline",
             )
 
     def _schedule(
@@ -772,7 +786,10 @@ class FilterScheduler:
                 chosen.append(claimed)
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
             if len(chosen) < num_instances:
-                raise NoValidHost(self.not_enough_reason(req, len(chosen), num_instances))
+                raise NoValidHost(
+                    self.not_enough_reason(req, len(chosen), num_instances),
+                    *self.not_enough_cause(req),
+                )
             return self._with_alternates(req, chosen, hosts, index, return_alternates, True)
         except BaseException:
             self._rollback(req, [h for h, _ in chosen])
@@ -804,7 +821,9 @@ class FilterScheduler:
                 self.consume(req, host, instance_uuid)
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
             if len(chosen) < num:
-                raise NoValidHost(self.not_enough_reason(req, len(chosen), num))
+                raise NoValidHost(
+                    self.not_enough_reason(req, len(chosen), num), *self.not_enough_cause(req)
+                )
             return self._with_alternates(req, chosen, hosts, index, return_alternates, False)
         except BaseException:
             self._rollback(req, [h for h, _ in chosen])
@@ -941,6 +960,47 @@ class FilterScheduler:
         else:
             parts.append("There are not enough hosts available.")
         return " ".join(parts)
+
+    @staticmethod
+    def not_enough_cause(req: SchedulingRequest) -> tuple[str, str]:
+        """What ``not_enough_reason`` blames, for the metrics: ``("filters", name)`` of the
+        filter that removed the last host, ``("narrowed", "")`` when the requested
+        destination or forced hosts left none, else what stopped the claims."""
+        report = req.last_report
+        if report is not None and not report.hosts:
+            for step in reversed(report.steps):
+                if step.hosts_in and not step.hosts_out:
+                    return "filters", step.name
+            return "narrowed", ""
+        if req.placement_unreachable:
+            return "placement_unreachable", ""
+        if req.claim_failures or req.claim_errors:
+            return "claims_refused", ""
+        return "other", ""
+
+
+def _count_claim_retry() -> None:
+    metrics.M.claim_retries.inc()
+
+
+def _count_request(req: SchedulingRequest) -> None:
+    """The request's stages, candidate source, filter removals and claims, to the metrics."""
+    m = metrics.M
+    for step, seconds in req.timings.items():
+        m.stage.labels(stage=metrics.stage_label(step)).observe(seconds)
+    if req.candidate_source:
+        m.candidate_source.labels(source=req.candidate_source).inc()
+    for name, count in req.filter_removed.items():
+        if count:
+            m.filter_removed.labels(filter=name).inc(count)
+    if req.claims_made:
+        m.claims.labels(result="claimed").inc(req.claims_made)
+    if req.claim_failures:
+        m.claims.labels(result="conflict").inc(req.claim_failures)
+    if req.claim_errors:
+        m.claims.labels(result="error").inc(req.claim_errors)
+    if req.claims_unsent:
+        m.claims.labels(result="unsent").inc(req.claims_unsent)
 
 
 def _resources_by_provider(allocations: Any) -> dict[str, dict[str, int]]:

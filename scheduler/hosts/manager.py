@@ -45,6 +45,7 @@ from scheduler.hosts.instances import InstanceTracker
 from scheduler.hosts.state import HostState
 from scheduler.hosts.table import HostTable
 from scheduler.objects import Aggregate, RequestSpec
+from scheduler.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
 # the aggregates of a host in none (shared by all such hosts; never modified)
@@ -199,6 +200,7 @@ class _CellHealth:
         "reminded_at",
         "reading_since",
         "errored",
+        "last_ok_at",
         "_counted",
         "_lock",
     )
@@ -211,6 +213,7 @@ class _CellHealth:
         # the last read that ended raised (the database refused or dropped us): its hosts are
         # not served as last read while another read tries again
         self.errored = False
+        self.last_ok_at: float | None = None  # time.time() when the last good read ended
         self._counted = False  # the read in flight is counted as failed already
         self._lock = threading.Lock()
 
@@ -236,14 +239,21 @@ class _CellHealth:
             if exc is not None:
                 first = f"Error reading cell {cell.name} ({cell.uuid}){_req(request_id)}: {exc}"
                 self._failed(cell, now, interval, first, f"error: {exc}", request_id, count)
-            elif took > timeout:
+                if count:
+                    metrics.M.cell_read_failures.labels(cell=cell.name, reason="error").inc()
+                return
+            if took > timeout:
                 first = (
                     f"Reading cell {cell.name} ({cell.uuid}) took {took:.1f} s: it did not "
                     f"answer within cell_timeout ({timeout:.1f} s){_req(request_id)}"
                 )
                 reason = f"a read took {took:.1f} s, longer than cell_timeout"
                 self._failed(cell, now, interval, first, reason, request_id, count)
-            elif self.failing_since is not None:
+                if count:
+                    metrics.M.cell_read_failures.labels(cell=cell.name, reason="timeout").inc()
+                return
+            self.last_ok_at = time.time()
+            if self.failing_since is not None:
                 LOG.info(
                     "Cell %s (%s) answers again after %.1f s (%d failed read(s))",
                     cell.name,
@@ -278,6 +288,8 @@ class _CellHealth:
                 )
             reason = f"did not answer within cell_timeout ({timeout:.1f} s)"
             self._failed(cell, now, interval, first, reason, request_id, count)
+            if count:
+                metrics.M.cell_read_failures.labels(cell=cell.name, reason="timeout").inc()
             return True
 
     def _failed(
@@ -351,6 +363,9 @@ class _CellView:
     full_read_at: float = 0.0  # time.monotonic() of the last whole read
     lock: threading.Lock = field(default_factory=threading.Lock)
     health: _CellHealth = field(default_factory=_CellHealth)
+    # ``hosts`` by host name, and the ``hosts`` dict it was built from (rebuilt when a read
+    # publishes a new one): nova-compute's delete_instance_info casts look hosts up by name
+    host_index: tuple[dict[str, HostState], dict[str, list[HostState]]] | None = None
 
 
 class _CellRead(NamedTuple):
@@ -549,11 +564,31 @@ class HostManager:
         started = time.monotonic()
         cells = list(self.enabled_cells.values())
         loaded = 0
-        for cell in cells:
+        LOG.info("Warming up: reading %d cell(s)", len(cells))
+        for number, cell in enumerate(cells, 1):
+            cell_started = time.monotonic()
             try:
-                loaded += len(self._refresh_cell(cell, window=True).hosts)
+                hosts = len(self._refresh_cell(cell, window=True).hosts)
             except Exception as exc:  # logged by the cell's _CellHealth
-                LOG.debug("Could not read cell %s at start-up: %s", cell.name, exc)
+                LOG.info(
+                    "Warm-up: cell %s (%d of %d) could not be read: %s",
+                    cell.name,
+                    number,
+                    len(cells),
+                    exc,
+                )
+                continue
+            loaded += hosts
+            LOG.info(
+                "Warm-up: cell %s (%d of %d): %d host(s) in %.1f s (%d host(s) so far, %.1f s)",
+                cell.name,
+                number,
+                len(cells),
+                hosts,
+                time.monotonic() - cell_started,
+                loaded,
+                time.monotonic() - started,
+            )
         LOG.info(
             "Loaded %d host(s) from %d cell(s) in %.1f s",
             loaded,
@@ -561,6 +596,26 @@ class HostManager:
             time.monotonic() - started,
         )
         return loaded
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per enabled cell: its name and uuid, the hosts in the cache (with a service
+        record), when the last good read ended (``time.time()``, None if never), and whether
+        it is failing now. For health checks and metrics; takes no lock."""
+        out = []
+        for cell in list(self.enabled_cells.values()):
+            with self._views_lock:
+                view = self._views.get(cell.uuid)
+            health = view.health if view is not None else None
+            out.append(
+                {
+                    "name": cell.name,
+                    "uuid": cell.uuid,
+                    "hosts": len(view.servable) if view is not None else 0,
+                    "last_ok_at": health.last_ok_at if health is not None else None,
+                    "failing": bool(health is not None and health.failing_since is not None),
+                }
+            )
+        return out
 
     def start_refresher(self) -> None:
         """Read every enabled cell's change window (and, every five minutes, the whole cell)
@@ -909,9 +964,11 @@ class HostManager:
                 self._view(cell).health.timed_out(
                     cell, timeout, self.cell_failure_log_interval, request_id, waited=True
                 )
+                metrics.M.cell_skipped.labels(cell=cell.name, reason="timeout").inc()
                 continue
             exc = fut.exception()
             if exc is not None:
+                metrics.M.cell_skipped.labels(cell=cell.name, reason="error").inc()
                 LOG.debug(
                     "Skipping the hosts of cell %s (%s)%s: %s",
                     cell.name,
@@ -1022,12 +1079,17 @@ class HostManager:
                     hs.update_from_row(row)
 
     def host_states_for(self, host: str, node: str | None = None) -> list[HostState]:
-        """Cached HostStates of one host (and node), across cells (for forced destinations)."""
+        """Cached HostStates of one host (and node), across cells, by an index of host
+        names rebuilt only after a read added or removed hosts."""
         out = []
         for view in list(self._views.values()):
-            for hs in list(view.hosts.values()):
-                if hs.host == host and (node is None or hs.nodename == node):
-                    out.append(hs)
+            hosts, index = view.hosts, view.host_index
+            if index is None or index[0] is not hosts:
+                by_host: dict[str, list[HostState]] = {}
+                for hs in list(hosts.values()):
+                    by_host.setdefault(hs.host, []).append(hs)
+                index = view.host_index = (hosts, by_host)
+            out.extend(hs for hs in index[1].get(host, ()) if node is None or hs.nodename == node)
         return out
 
     def compute_nodes_by_host_or_node(

@@ -22,6 +22,7 @@ from scheduler.conf import CONF
 from scheduler.objects import RequestSpec
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc import wire
+from scheduler.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -169,16 +170,26 @@ class SchedulerManager:
         ``return_objects``, else nova's legacy ``[{host, nodename, limits}, ...]``.
         NoValidHost travels as ``nova.exception.NoValidHost``.
         """
-        with self._serving("select_destinations", ctxt, (NovaNoValidHost,)):
-            return self._select_destinations(
-                ctxt,
-                request_spec,
-                filter_properties,
-                spec_obj,
-                instance_uuids,
-                return_objects,
-                return_alternates,
-            )
+        m = metrics.M
+        outcome = ["error"]
+        started = time.perf_counter()
+        m.in_flight.inc()
+        try:
+            with self._serving("select_destinations", ctxt, (NovaNoValidHost,)):
+                return self._select_destinations(
+                    ctxt,
+                    request_spec,
+                    filter_properties,
+                    spec_obj,
+                    instance_uuids,
+                    return_objects,
+                    return_alternates,
+                    outcome,
+                )
+        finally:
+            m.in_flight.dec()
+            m.select_destinations.labels(result=outcome[0]).observe(time.perf_counter() - started)
+            m.requests.labels(result=outcome[0]).inc()
 
     def _select_destinations(
         self,
@@ -189,7 +200,10 @@ class SchedulerManager:
         instance_uuids: list[str] | None,
         return_objects: bool,
         return_alternates: bool,
+        outcome: list[str],
     ) -> list:
+        """``outcome[0]`` is set to the result the metrics count: scheduled or
+        no_valid_host (it stays error otherwise)."""
         args: dict[str, Any] = {"instance_uuids": instance_uuids}
         if spec_obj is _SENTINEL or spec_obj is None:
             # RPC < 4.3: nova's conductor sent the legacy dicts
@@ -213,6 +227,8 @@ class SchedulerManager:
 
         # alternates are only wanted by callers that can receive Selection objects
         want_alternates = bool(return_objects and return_alternates)
+        m = metrics.M
+        m.instances_requested.inc(len(instance_uuids) if instance_uuids else spec.num_instances)
         notify = self.notifier is not None and sched_rpc.notifications_enabled(self.notifier)
         if notify:
             self._notify(ctxt, "scheduler.select_destinations.start", spec)
@@ -222,7 +238,12 @@ class SchedulerManager:
             )
         except exceptions.NoValidHost as exc:
             LOG.info("No valid host for request %s: %s", _log_id(ctxt), exc.reason)
+            outcome[0] = "no_valid_host"
+            m.no_valid_host.labels(cause=exc.cause, filter=exc.filter_name).inc()
             raise NovaNoValidHost(exc.reason) from None
+        outcome[0] = "scheduled"
+        m.instances_scheduled.inc(len(selections))
+        m.alternates.inc(sum(len(s) - 1 for s in selections))
         if notify:
             self._notify(ctxt, "scheduler.select_destinations.end", spec)
 
@@ -339,8 +360,10 @@ class SchedulerManager:
                     target(agg)
         except Exception:  # a cast has nobody to answer: log it, keep serving
             LOG.exception("Could not apply %s (request %s)", method, _log_id(ctxt))
+            metrics.M.casts.labels(method=method, result="failed").inc()
         else:
             LOG.debug("Applied %s: %d aggregate(s)", method, len(aggregates))
+            metrics.M.casts.labels(method=method, result="applied").inc()
 
     def update_instance_info(self, ctxt: Any, host_name: str, instance_info: Any) -> None:
         """Fanout cast from nova-compute with instances of a host (all of them at start-up)."""
@@ -379,6 +402,9 @@ class SchedulerManager:
                 wire.excerpt(host_name),
                 _log_id(ctxt),
             )
+            metrics.M.casts.labels(method=method, result="failed").inc()
+        else:
+            metrics.M.casts.labels(method=method, result="applied").inc()
 
     # -- not RPC ---------------------------------------------------------------------------
     def reset(self) -> None:

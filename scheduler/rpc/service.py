@@ -27,6 +27,9 @@ from scheduler import exceptions
 from scheduler.conf import CONF, NOVA_DRIVER_CLASS_PATHS
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc.manager import BaseAPI, SchedulerManager
+from scheduler.telemetry import gmr, metrics
+from scheduler.telemetry.exporter import Exporter, exporter_from_conf
+from scheduler.telemetry.monitor import WorkerMonitor
 
 LOG = logging.getLogger(__name__)
 
@@ -103,6 +106,17 @@ class SchedulerService:
         self._server: Any = None
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
+        self._monitor: WorkerMonitor | None = None
+
+    @property
+    def serving(self) -> bool:
+        """Warmed up and consuming the topic."""
+        return self._server is not None
+
+    @property
+    def rpc_server(self) -> Any:
+        """The oslo.messaging RPC server (None when not serving)."""
+        return self._server
 
     @property
     def in_flight(self) -> int:
@@ -111,6 +125,8 @@ class SchedulerService:
 
     def start(self) -> None:
         """Build the driver (if none was given) and start consuming the topic."""
+        started = time.monotonic()
+        metrics.M.worker_warm.set(0)
         if self.driver is None:
             self.driver = load_driver(self.conf)
         prepare = getattr(self.driver, "prepare", None)
@@ -133,12 +149,47 @@ class SchedulerService:
         self._stopped.clear()
         self._server.start()
         LOG.info(
-            "Scheduler service listening on topic %s as %s (%s executor, pid %d)",
+            "Scheduler service listening on topic %s as %s (%s executor, pid %d); warm-up "
+            "and start took %.1f s",
             self.topic,
             self.host,
             self.executor,
             os.getpid(),
+            time.monotonic() - started,
         )
+        gmr.set_status_source(self.status)
+        if metrics.M.enabled:
+            self._monitor = WorkerMonitor(self, self.conf)
+            self._monitor.start()
+
+    def status(self) -> dict[str, Any]:
+        """This worker's state, for the Guru Meditation Report."""
+        out: dict[str, Any] = {
+            "role": "scheduler worker",
+            "host": self.host,
+            "topic": self.topic,
+            "executor": self.executor,
+            "serving": self.serving,
+            "requests_in_flight": self.in_flight,
+        }
+        host_manager = getattr(self.driver, "host_manager", None)
+        if hasattr(host_manager, "status"):
+            for cell in host_manager.status():
+                last = cell["last_ok_at"]
+                out[f"cell {cell['name']}"] = (
+                    f"{cell['hosts']} host(s), last read "
+                    + (f"{time.time() - last:.1f} s ago" if last else "never")
+                    + (", failing" if cell["failing"] else "")
+                )
+        refresher = getattr(self.driver, "view_refresher", None)
+        if refresher is not None:
+            view = refresher.status()
+            out["provider view"] = (
+                f"{view['source']} feed, {view['providers']} provider(s), "
+                + (f"{view['age']:.1f} s old" if view["loaded"] else "not loaded")
+                + f", {view['failures']} failed refresh(es)"
+            )
+        return out
 
     def stop(self, graceful: bool = True, timeout: float | None = None) -> None:
         """Stop consuming; with ``graceful`` wait (up to ``timeout`` s) for in-flight calls
@@ -148,6 +199,9 @@ class SchedulerService:
                 self._stopped.set()
                 return
             server, self._server = self._server, None
+            if self._monitor is not None:
+                self._monitor.stop()
+                self._monitor = None
             server.stop()
             if graceful and self.manager is not None:
                 if not self.manager.in_flight.wait_idle(timeout):
@@ -233,17 +287,27 @@ def run_workers(
     if n is None:
         n = conf.scheduler.workers or os.cpu_count() or 1
     factory = service_factory or (lambda: SchedulerService(conf))
-    if n <= 1:
-        return _run_in_process(factory)
-    return _Supervisor(factory, n).run()
+    exporter = exporter_from_conf(conf, n)
+    try:
+        if n <= 1:
+            if exporter is not None:
+                exporter.worker_started(os.getpid())
+            return _run_in_process(factory)
+        if exporter is not None:
+            exporter.supervising()
+        return _Supervisor(factory, n, exporter).run()
+    finally:
+        if exporter is not None:
+            exporter.stop()
 
 
 class _Supervisor:
     """Forks and watches the worker processes."""
 
-    def __init__(self, factory: ServiceFactory, n: int):
+    def __init__(self, factory: ServiceFactory, n: int, exporter: Exporter | None = None):
         self.factory = factory
         self.n = n
+        self.exporter = exporter
         self.children: dict[int, float] = {}  # pid -> start time
         self.stopping = False
         self.status = 0
@@ -253,6 +317,9 @@ class _Supervisor:
         if pid == 0:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
+            if self.exporter is not None:
+                self.exporter.close_in_child()
+            gmr.setup_in_child()
             code = 1
             try:
                 code = _run_in_process(self.factory)
@@ -262,6 +329,8 @@ class _Supervisor:
                 logging.shutdown()
                 os._exit(code)
         self.children[pid] = time.monotonic()
+        if self.exporter is not None:
+            self.exporter.worker_started(pid)
         LOG.info("Started scheduler worker %d", pid)
 
     def _signal_children(self, signum: int) -> None:
@@ -284,6 +353,7 @@ class _Supervisor:
         signal.signal(signal.SIGTERM, _on_stop)
         signal.signal(signal.SIGINT, _on_stop)
         signal.signal(signal.SIGHUP, _on_hup)
+        gmr.forward_to(lambda: list(self.children))
 
         while self.children:
             try:
@@ -295,11 +365,13 @@ class _Supervisor:
                 continue
             started = self.children.pop(pid, time.monotonic())
             code = os.waitstatus_to_exitcode(wstatus)
+            if self.exporter is not None:
+                self.exporter.worker_exited(pid)
             if self.stopping:
                 continue
             if code == EXIT_CONFIG:
                 LOG.error("Worker %d could not start (configuration); stopping", pid)
-                self.status = 1
+                self.status = EXIT_CONFIG
                 self.stopping = True
                 self._signal_children(signal.SIGTERM)
                 continue

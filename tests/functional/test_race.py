@@ -124,6 +124,42 @@ def mariadb_race_cloud(stack: contextlib.ExitStack, name: str, **spec: Any) -> R
     return RaceCloud(api_url, placement_svc, placement, fleet)
 
 
+def scheduler_nova_conf(
+    path: Path,
+    *,
+    transport_url: str,
+    exchange: str,
+    host: str,
+    api_url: str,
+    placement_url: str,
+    workers: int,
+    default: str = "",
+    placement: str = "",
+    extra: str = "",
+) -> Path:
+    """A nova.conf for ``novasched-scheduler`` against these services (noauth2 Placement,
+    short claim back-off); ``default``/``placement`` are more lines of those sections,
+    ``extra`` more sections."""
+    path.write_text(
+        "[DEFAULT]\n"
+        f"transport_url = {transport_url}\n"
+        f"control_exchange = {exchange}\n"
+        f"host = {host}\n"
+        f"{default}"
+        "[api_database]\n"
+        f"connection = {api_url}\n"
+        "[placement]\n"
+        "auth_type = noauth2\n"
+        f"endpoint_override = {placement_url}\n"
+        "claim_retry_backoff = 0.05\n"
+        f"{placement}"
+        "[scheduler]\n"
+        f"workers = {workers}\n"
+        f"{extra}"
+    )
+    return path
+
+
 def scheduler_client(stack: contextlib.ExitStack, exchange: str, timeout: int) -> SchedulerAPI:
     """A conductor-side client on ``exchange`` of the real broker."""
     # oslo.messaging registers control_exchange when it first makes a transport
@@ -148,20 +184,14 @@ def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_
             _leave_one_slot(placement, provider)
         slot_hosts = {p["name"] for p in racers}
 
-        conf_path = tmp_path / "nova.conf"
-        conf_path.write_text(
-            "[DEFAULT]\n"
-            f"transport_url = {RABBIT_URL}\n"
-            f"control_exchange = {exchange}\n"
-            "host = race-scheduler\n"
-            "[api_database]\n"
-            f"connection = {api_url}\n"
-            "[placement]\n"
-            "auth_type = noauth2\n"
-            f"endpoint_override = {placement_url}\n"
-            "claim_retry_backoff = 0.05\n"
-            "[scheduler]\n"
-            "workers = 2\n"
+        conf_path = scheduler_nova_conf(
+            tmp_path / "nova.conf",
+            transport_url=RABBIT_URL,
+            exchange=exchange,
+            host="race-scheduler",
+            api_url=api_url,
+            placement_url=placement_url,
+            workers=2,
         )
         log_path = tmp_path / "scheduler.log"
         proc = stack.enter_context(_scheduler_processes(conf_path, log_path))

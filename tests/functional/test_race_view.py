@@ -31,6 +31,7 @@ from tests.functional.test_race import (
     _scheduler_processes,
     mariadb_race_cloud,
     scheduler_client,
+    scheduler_nova_conf,
 )
 
 HOSTS = 6
@@ -107,21 +108,16 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
         view_conf = "view_feed = api\n"
         if feed == "database":
             view_conf = f"view_feed = database\nview_database_connection = {placement_svc.db_url}\n"
-        conf_path = tmp_path / "nova.conf"
-        conf_path.write_text(
-            "[DEFAULT]\n"
-            "debug = True\n"
-            f"transport_url = {RABBIT_URL}\n"
-            f"control_exchange = {exchange}\n"
-            "host = race-view-scheduler\n"
-            "[api_database]\n"
-            f"connection = {api_url}\n"
-            "[placement]\n"
-            "auth_type = noauth2\n"
-            f"endpoint_override = {placement_url}\n"
-            "claim_retry_backoff = 0.05\n"
-            "view_refresh_interval = 0.5\n" + view_conf + "[scheduler]\n"
-            "workers = 2\n"
+        conf_path = scheduler_nova_conf(
+            tmp_path / "nova.conf",
+            transport_url=RABBIT_URL,
+            exchange=exchange,
+            host="race-view-scheduler",
+            api_url=api_url,
+            placement_url=placement_url,
+            workers=2,
+            default="debug = True\n",
+            placement="view_refresh_interval = 0.5\n" + view_conf,
         )
         log_path = tmp_path / "scheduler.log"
         proc = stack.enter_context(_scheduler_processes(conf_path, log_path))

@@ -454,9 +454,12 @@ def _drain(proc: subprocess.Popen) -> str:
     return proc.stdout.read() if proc.stdout else ""
 
 
-def test_command_exits_with_one_line_on_unknown_driver(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_command_exits_with_one_line_on_unknown_driver(tmp_path, workers):
+    """EX_CONFIG (78) whether the one process or a forked worker found it: a service
+    manager must not restart a configuration it cannot run."""
     conf_file = tmp_path / "nova.conf"
-    conf_file.write_text("[scheduler]\ndriver = no_such_driver\nworkers = 1\n")
+    conf_file.write_text(f"[scheduler]\ndriver = no_such_driver\nworkers = {workers}\n")
     result = subprocess.run(
         [
             sys.executable,
@@ -470,9 +473,11 @@ def test_command_exits_with_one_line_on_unknown_driver(tmp_path):
         text=True,
         timeout=60,
     )
-    assert result.returncode != 0
+    assert result.returncode == 78, result.stderr[-2000:]
+    assert "no_such_driver" in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert "no_such_driver" in last
+    if workers == 1:
+        assert "no_such_driver" in last
     assert "filter_scheduler" in last  # the names that do exist
 
 

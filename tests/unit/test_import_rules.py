@@ -20,6 +20,14 @@ PACKAGES = ("scheduler", "filters", "weighers", "placement_client", "provider_vi
 _TOP = ("scheduler.cmd", "scheduler.demo")
 _SERVICE = ("scheduler.rpc", "scheduler.drivers", "scheduler.explain", *_TOP)
 
+# the telemetry a request path may count into: only the metrics themselves, never the
+# listener, the health monitor or the report
+_TELEMETRY_SERVICE = (
+    "scheduler.telemetry.exporter",
+    "scheduler.telemetry.monitor",
+    "scheduler.telemetry.gmr",
+)
+
 # module prefix -> prefixes it must not import (a prefix matches the module and its children)
 RULES: dict[str, tuple[str, ...]] = {
     # the leaves: HTTP to Placement, nova's tables
@@ -33,6 +41,26 @@ RULES: dict[str, tuple[str, ...]] = {
     "scheduler.exceptions": ("scheduler.", "filters", "weighers", "db", "placement_client"),
     "scheduler.conf": ("scheduler.", "filters", "weighers", "db", "placement_client"),
     "scheduler.primitives": ("scheduler.", "filters", "weighers", "db", "placement_client"),
+    # what an operator watches: the metrics are a leaf every stage may count into; the
+    # listener, monitor and report are handed the service and its driver, never import them
+    "scheduler.telemetry.metrics": (
+        "scheduler.",
+        "filters",
+        "weighers",
+        "db",
+        "placement_client",
+        "provider_view",
+    ),
+    "scheduler.telemetry": (
+        *_SERVICE,
+        "scheduler.hosts",
+        "scheduler.placement",
+        "filters",
+        "weighers",
+        "db",
+        "placement_client",
+        "provider_view",
+    ),
     "scheduler.request": (*_SERVICE, "scheduler.hosts", "scheduler.placement", "filters"),
     # pure maths over plain data
     "scheduler.resources": (
@@ -47,6 +75,7 @@ RULES: dict[str, tuple[str, ...]] = {
     # plugins see the request, the host state and the maths; never the wire, RPC, I/O
     "filters": (
         *_SERVICE,
+        "scheduler.telemetry",
         "scheduler.placement",
         "provider_view",
         "scheduler.hosts.manager",
@@ -57,6 +86,7 @@ RULES: dict[str, tuple[str, ...]] = {
     ),
     "weighers": (
         *_SERVICE,
+        "scheduler.telemetry",
         "scheduler.placement",
         "provider_view",
         "scheduler.hosts.manager",
@@ -68,6 +98,7 @@ RULES: dict[str, tuple[str, ...]] = {
     # the host cache reads the cell databases; it knows nothing of requests in flight
     "scheduler.hosts": (
         *_SERVICE,
+        *_TELEMETRY_SERVICE,
         "scheduler.placement",
         "provider_view",
         "filters",
@@ -82,6 +113,7 @@ RULES: dict[str, tuple[str, ...]] = {
         "scheduler.explain.dry_run",
         "scheduler.explain.render",
         "scheduler.explain.request_file",
+        *_TELEMETRY_SERVICE,
         *_TOP,
         "db",
     ),

@@ -167,3 +167,22 @@ def test_api_feed_sweeps_at_most_a_few_providers_per_refresh_however_long_the_la
         assert len({r.split("/")[0] for r in placement.reads}) == read
     finally:
         feed.close()
+
+
+def test_api_feed_cold_load_logs_how_far_it_got(caplog):
+    placement = FakePlacement()
+    placement.providers = {f"rp-{i}": 1 for i in range(30)}
+    ticks = iter(range(0, 10_000, 4))  # every look at the clock: 4 s later
+
+    view = ProviderView()
+    feed = ApiFeed(placement, threads=1, sweep_period=0, clock=lambda: float(next(ticks)))
+    try:
+        with caplog.at_level("INFO", logger="provider_view.api_feed"):
+            feed.load(view)
+    finally:
+        feed.close()
+    lines = [r.getMessage() for r in caplog.records if "Loading the provider view" in r.message]
+    assert lines and all(" of 30 provider(s) read in " in line for line in lines)
+    # about one line per 10 s of the load, not one per provider
+    assert 3 <= len(lines) <= 10
+    assert len(view) == 30

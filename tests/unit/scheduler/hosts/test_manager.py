@@ -201,15 +201,6 @@ def _node_row(host: str, **kw) -> dict:
     return row
 
 
-@pytest.fixture
-def env(tmp_path):
-    e = Env(tmp_path)
-    yield e
-    for hm in e.managers:
-        hm.stop()
-    db.dispose_engines()
-
-
 def _by_host(states) -> dict:
     return {hs.host: hs for hs in states}
 
@@ -532,6 +523,24 @@ def test_soft_deleted_node_disappears_and_new_node_appears(env):
     assert new2.uuid == second_node and new2.service == {}
     assert states["new"].uuid == new
     assert hm.get_host_states_by_uuids([gone]) == []
+
+
+def test_host_states_for_follows_hosts_coming_going_and_moving(env):
+    c1 = env.add_cell("cell1")
+    gone = env.add_host(c1, "gone")
+    moving = env.add_host(c1, "h1", hypervisor_hostname="node-1")
+    hm = env.manager()
+    hm.get_host_states_by_uuids(None)
+    assert [hs.uuid for hs in hm.host_states_for("gone")] == [gone]
+    assert [hs.uuid for hs in hm.host_states_for("h1", "node-1")] == [moving]
+    assert hm.host_states_for("h1", "other-node") == [] and hm.host_states_for("new") == []
+
+    env.delete_node(c1, gone)
+    new = env.add_host(c1, "new", created_at=_utcnow())
+    env.update_node(c1, moving, host="new")
+    hm.get_host_states_by_uuids(None)
+    assert hm.host_states_for("gone") == [] and hm.host_states_for("h1") == []
+    assert {hs.uuid for hs in hm.host_states_for("new")} == {new, moving}
 
 
 def test_a_node_moving_to_another_host_gets_a_new_host_state(env):

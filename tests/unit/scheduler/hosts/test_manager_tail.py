@@ -11,19 +11,9 @@ import time
 
 import pytest
 
-import db
 from scheduler.hosts import manager as hm_mod
 from scheduler.hosts.state import HostState
-from tests.unit.scheduler.hosts.test_manager import Env, _utcnow
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = Env(tmp_path)
-    yield e
-    for hm in e.managers:
-        hm.stop()
-    db.dispose_engines()
+from tests.unit.scheduler.hosts.test_manager import _utcnow
 
 
 @pytest.fixture(autouse=True)
