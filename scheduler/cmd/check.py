@@ -536,12 +536,12 @@ def check_placement(ctx: CheckContext) -> CheckResult:
             "Point [placement] at Placement's endpoint (its root answers the version document).",
         )
     if mv < MIN_MICROVERSION:
-        ctx.placement_error = f"Placement at {where} is older than Yoga/1.36"
+        ctx.placement_error = f"Placement at {where} is older than Ussuri/1.36"
         return CheckResult.failure(
             name,
-            f"Placement older than Yoga/1.36: Placement at {where} supports microversions up "
+            f"Placement older than Ussuri/1.36: Placement at {where} supports microversions up "
             f"to {max_version}; novasched (like nova 34) asks for 1.36",
-            "Upgrade Placement to Yoga (openstack-placement 7.0.0) or newer.",
+            "Upgrade Placement to Ussuri (openstack-placement 3.0.0) or newer.",
         )
     query = f"resources=VCPU:1&in_tree={uuidlib.uuid4()}&limit=1"
     try:

@@ -333,7 +333,7 @@ def _old_placement() -> Iterator[str]:
 
 
 def test_placement_older_than_1_36(world, tmp_path):
-    """There is no Placement release older than Yoga to install next to openstack-placement
+    """A Placement from before Ussuri (1.36) cannot be installed next to openstack-placement
     16 in this virtualenv, so a tiny stand-in HTTP server on 127.0.0.1 answers ``GET /`` with
     the version document of a Placement whose max_version is 1.30 (Stein)."""
     with _old_placement() as url:
@@ -342,8 +342,8 @@ def test_placement_older_than_1_36(world, tmp_path):
     assert rc == 2, out
     result, text = rows["Placement API"]
     assert result == "FAILURE"
-    assert "Placement older than Yoga/1.36" in text and "up to 1.30" in text
-    assert "Remedy: Upgrade Placement to Yoga" in text
+    assert "Placement older than Ussuri/1.36" in text and "up to 1.30" in text
+    assert "Remedy: Upgrade Placement to Ussuri" in text
     assert rows["Compute nodes, services and providers"][0] == "WARNING"
 
 

@@ -300,6 +300,35 @@ def test_sigusr2_writes_a_report_per_process_and_the_service_keeps_serving(sched
     assert scheduler.proc.poll() is None
 
 
+THREADING_2 = ("threading", 2)
+
+
+@pytest.mark.parametrize("scheduler", [THREADING_2], indirect=True, ids=["threading-2"])
+def test_a_killed_worker_is_replaced_and_its_counts_are_kept(scheduler):
+    """(Forked workers only: one process alone has no supervisor to replace it.)"""
+    before = scheduler.scrape()
+    served = value(before, "novasched_requests_total", result="scheduled")
+    assert served > 0
+    old = {dict(k[1])["pid"] for k in before if k[0] == "novasched_worker_ready"}
+    victim = sorted(old)[0]
+    os.kill(int(victim), signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = scheduler.wait_readyz(200, timeout=60)
+        now = {dict(k[1])["pid"] for k in scheduler.scrape() if k[0] == "novasched_worker_ready"}
+        if victim not in now and len(now) == scheduler.workers:
+            break
+        time.sleep(0.3)
+    assert victim not in now and len(now) == scheduler.workers, (old, now)
+    assert victim not in text
+    after = scheduler.scrape()
+    # the dead worker's counters are still in the sums; its live gauges are gone
+    assert value(after, "novasched_requests_total", result="scheduled") == served
+    assert not [k for k in after if dict(k[1]).get("pid") == victim]
+    (selections,) = _boot(scheduler)
+    assert selections[0].service_host in scheduler.fleet.hosts
+
+
 def test_readyz_unready_without_the_broker_and_ready_when_it_is_back(scheduler):
     scheduler.proxy.cut()
     try:
