@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 
 def hide_eventlet_deprecation() -> None:
@@ -15,3 +16,12 @@ def hide_eventlet_deprecation() -> None:
     process that patches eventlet in keeps the warning.
     """
     warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+
+
+def text_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A plain-text table: the headers, a rule, the rows; columns padded to their widest."""
+    cells = [headers] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

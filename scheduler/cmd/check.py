@@ -949,7 +949,7 @@ def _wrap(text: str, first: str = "") -> list[str]:
 def render_table(results: Sequence[CheckResult]) -> str:
     """The results as a table (Check | Result | Details, with the remedy under the details
     of every warning and failure) and a summary line."""
-    from scheduler.cmd.manage import _table
+    from scheduler.cmd import text_table
 
     rows: list[list[str]] = []
     for i, r in enumerate(results):
@@ -962,7 +962,7 @@ def render_table(results: Sequence[CheckResult]) -> str:
         rows.extend(["", "", line] for line in lines[1:])
     counts = {s: sum(1 for r in results if r.status is s) for s in Status}
     summary = f"{len(results)} checks: " + ", ".join(f"{counts[s]} {s.name}" for s in Status)
-    return _table(["Check", "Result", "Details"], rows) + "\n\n" + summary
+    return text_table(["Check", "Result", "Details"], rows) + "\n\n" + summary
 
 
 def render_json(results: Sequence[CheckResult]) -> str:

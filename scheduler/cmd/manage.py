@@ -38,6 +38,7 @@ from sqlalchemy.engine import make_url
 
 import db
 from scheduler.cmd import hide_eventlet_deprecation
+from scheduler.cmd import text_table as _table
 from scheduler.cmd.progress import terminal_progress
 from scheduler.conf import CONF
 from scheduler.demo import fleet as fleet_mod
@@ -85,14 +86,6 @@ def _api_engine() -> sa.Engine:
             "no API database: set [api_database] connection in the file given with --config-file"
         )
     return db.get_engine(_check_url(url, "[api_database] connection"))
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [headers] + [["" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def _cell0_url(url: str) -> str:
