@@ -223,13 +223,19 @@ class Exporter:
         self.max_age = float(opts.ready_max_age)
         self._own_dir = False
         path = opts.multiproc_dir or os.environ.get(MULTIPROC_ENV)
-        if path:
-            os.makedirs(path, exist_ok=True)
-            for stale in glob.glob(os.path.join(path, "*.db")):
-                os.remove(stale)  # a previous run's values would be added to ours
-        else:
-            path = tempfile.mkdtemp(prefix="novasched-metrics-")
-            self._own_dir = True
+        try:
+            if path:
+                os.makedirs(path, exist_ok=True)
+                for stale in glob.glob(os.path.join(path, "*.db")):
+                    os.remove(stale)  # a previous run's values would be added to ours
+            else:
+                path = tempfile.mkdtemp(prefix="novasched-metrics-")
+                self._own_dir = True
+        except OSError as exc:
+            raise ConfigurationError(
+                f"[metrics_exporter] multiproc_dir (or {MULTIPROC_ENV}) {path}: cannot use it "
+                f"for the metrics' files: {exc}"
+            ) from exc
         self.directory = path
         os.environ[MULTIPROC_ENV] = path
         metrics.enable(multiprocess=True)

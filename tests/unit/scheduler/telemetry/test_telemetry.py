@@ -3,7 +3,10 @@ probe, the worker monitor, and what the RPC manager and the driver count."""
 
 from __future__ import annotations
 
+import os
 import time
+import urllib.error
+import urllib.request
 from types import SimpleNamespace
 from typing import Any
 
@@ -341,3 +344,44 @@ def test_disabled_metrics_record_nothing_and_cost_nothing():
     m.stage.labels(stage="filter").observe(1.0)
     m.in_flight.dec()
     _count_request(_request())  # does not raise
+
+
+# -- the exporter's set-up ----------------------------------------------------------------------
+def _exporter_conf(**opts: Any) -> Any:
+    values = {"listen": "127.0.0.1:0", "ready_max_age": 60, "multiproc_dir": None, **opts}
+    return SimpleNamespace(metrics_exporter=SimpleNamespace(**values))
+
+
+def test_an_unusable_multiproc_dir_is_a_configuration_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(exceptions.ConfigurationError, match="multiproc_dir .*cannot use it"):
+        exporter.Exporter(_exporter_conf(multiproc_dir=str(blocker / "metrics")), 1)
+
+
+def test_the_exporter_wipes_old_values_serves_and_cleans_up(tmp_path, monkeypatch):
+    monkeypatch.delenv(exporter.MULTIPROC_ENV, raising=False)
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    (directory / "counter_1.db").write_bytes(b"stale")
+    exp = exporter.Exporter(_exporter_conf(multiproc_dir=str(directory)), 1)
+    try:
+        assert not (directory / "counter_1.db").exists()
+        exp.start()
+        exp.worker_started(os.getpid())
+        metrics.M.requests.labels(result="scheduled").inc()
+        base = f"http://127.0.0.1:{exp.port}"
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+        assert 'novasched_requests_total{result="scheduled"} 1.0' in text
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as answer:
+            assert answer.read() == b"ok\n"
+        # nothing published readiness yet: 503, one line per check
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            urllib.request.urlopen(base + "/readyz", timeout=5)
+        assert failed.value.code == 503
+        assert b"[-]warm-up failed" in failed.value.read()
+    finally:
+        exp.stop()
+    assert not metrics.M.enabled
+    assert exporter.MULTIPROC_ENV not in os.environ
