@@ -13,12 +13,13 @@ best hosts and the rollback are the driver's alone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,40 @@ class DeferredDeletes:
                 )
 
 
+class ClaimLocks:
+    """Claims this process sends for the same compute node go one after the other.
+
+    Two ``PUT /allocations`` on one provider at the same time make Placement answer one of
+    them 409 ``placement.concurrent_update`` (the provider's generation moved under it; with
+    ``allocation_conflict_retry_count = 1`` Placement does not retry it itself), and the
+    client sends it again after a jittered back-off. Concurrent requests of one process pick
+    the same best host often (they weigh the same hosts), so they wait for each other's
+    claim instead: the second PUT then lands, or is refused for capacity, without the 409
+    and the back-off. Which host a request claims is unchanged. A fixed set of locks, by a
+    hash of the host: two hosts sharing a lock only wait for each other's claims."""
+
+    STRIPES = 256
+
+    def __init__(self) -> None:
+        self._locks = [threading.Lock() for _ in range(self.STRIPES)]
+        self.waited = 0  # claims that waited for another (for tests)
+
+    @contextlib.contextmanager
+    def holding(self, key: str, timeout: float) -> Iterator[bool]:
+        """Hold the host's lock around a claim; after ``timeout`` seconds of waiting, go on
+        without it (as before: Placement still decides)."""
+        lock = self._locks[hash(key) % self.STRIPES]
+        got = lock.acquire(blocking=False)
+        if not got:
+            self.waited += 1
+            got = lock.acquire(timeout=max(0.0, timeout))
+        try:
+            yield got
+        finally:
+            if got:
+                lock.release()
+
+
 @dataclass(slots=True)
 class InstanceStep:
     """What one instance's narrow → filter → weigh step found (``select_hosts``)."""
@@ -173,6 +208,7 @@ class FilterScheduler:
         self.view_refresher = view or None
         self.view = self.view_refresher.view if self.view_refresher else None
         self.deferred_deletes = DeferredDeletes(placement)
+        self.claim_locks = ClaimLocks()
         prefilters.warn_unimplemented_toggles(conf)
         if self._needs_instance_details() and hasattr(host_manager, "instance_details"):
             host_manager.instance_details = True
@@ -623,13 +659,14 @@ class FilterScheduler:
         )
         with req.timed("claim"):
             try:
-                self.placement.claim_resources(
-                    instance_uuid,
-                    alloc_req,
-                    req.consumer_project_id,
-                    req.consumer_user_id,
-                    request_id=req.request_id,
-                )
+                with self.claim_locks.holding(host.uuid or host.host, self._claim_wait(req)):
+                    self.placement.claim_resources(
+                        instance_uuid,
+                        alloc_req,
+                        req.consumer_project_id,
+                        req.consumer_user_id,
+                        request_id=req.request_id,
+                    )
             except ConsumerGenerationConflict as exc:
                 raise AllocationUpdateFailed(
                     f"Failed to claim resources for instance {instance_uuid}: its allocations were "
@@ -682,6 +719,12 @@ class FilterScheduler:
             req.claims_made += 1
             self._assume(instance_uuid, alloc_req)
             return alloc_req
+
+    def _claim_wait(self, req: SchedulingRequest) -> float:
+        """How long a claim may wait for another claim of the same host: at most one
+        Placement call's timeout, and never past the request's deadline."""
+        wait = float(getattr(self.placement, "timeout", None) or 30.0)
+        return max(0.0, min(wait, req.deadline - _clock()))
 
     def _assume(self, instance_uuid: str, alloc_req: dict[str, Any]) -> None:
         """Count a claim Placement took in the provider view at once."""

@@ -30,7 +30,7 @@ from placement_client import (
 )
 from scheduler.conf import CONF
 from scheduler.drivers import filter_scheduler
-from scheduler.drivers.filter_scheduler import DeferredDeletes, FilterScheduler
+from scheduler.drivers.filter_scheduler import ClaimLocks, DeferredDeletes, FilterScheduler
 from scheduler.exceptions import AllocationUpdateFailed, NoValidHost
 from scheduler.hosts.state import HostState
 from scheduler.objects import (
@@ -1133,3 +1133,61 @@ def test_a_rollback_placement_does_not_take_is_deferred(cloud):
         assert sorted(cloud.driver.deferred_deletes.pending()) == ["i-1", "i-2"]
     finally:
         cloud.driver.deferred_deletes.stop()
+
+
+# -- claims of one host go one after the other ---------------------------------------------------
+def test_concurrent_claims_of_one_host_wait_for_each_other_and_still_land_there(cloud):
+    """Two requests of one process pick the same best host: their PUTs are not sent at the
+    same time (Placement would answer one of them 409), and both still land on that host."""
+    in_flight: dict[str, int] = {}
+    overlaps: list[str] = []
+    lock = threading.Lock()
+
+    def slow(consumer: str, host: str) -> None:
+        with lock:
+            in_flight[host] = in_flight.get(host, 0) + 1
+            if in_flight[host] > 1:
+                overlaps.append(host)
+        time.sleep(0.05)
+        with lock:
+            in_flight[host] -= 1
+
+    cloud.placement.on_claim = slow
+    barrier = threading.Barrier(4)
+    results: list[Any] = []
+
+    def request(i: int) -> None:
+        barrier.wait()
+        results.append(cloud.select(make_spec(), [f"inst-{i}"]))
+
+    threads = [threading.Thread(target=request, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(results) == 4
+    assert overlaps == []
+    assert cloud.driver.claim_locks.waited >= 1
+    # the decisions are the weighers': host-b stays the best after four 1 GB boots, and every
+    # request claimed it, once
+    assert [host for _, host in cloud.placement.claim_attempts] == ["host-b"] * 4
+    assert sorted(chosen_hosts(r)[0] for r in results) == ["host-b"] * 4
+
+
+def test_a_claim_waits_for_another_no_longer_than_the_deadline_allows():
+    locks = ClaimLocks()
+    with locks.holding("host-a", 1.0) as first:
+        assert first
+        started = time.monotonic()
+        with locks.holding("host-a", 0.05) as second:
+            assert not second  # went on without it
+        assert time.monotonic() - started < 1.0
+        other = next(
+            f"host-{i}"
+            for i in range(1000)
+            if hash(f"host-{i}") % ClaimLocks.STRIPES != hash("host-a") % ClaimLocks.STRIPES
+        )
+        with locks.holding(other, 0.0) as got:
+            assert got  # another host's claim does not wait
+    with locks.holding("host-a", 0.0) as again:
+        assert again
