@@ -248,14 +248,15 @@ def _drive(
         return list(outcomes), wall
 
 
-def _placement_409s(log_path: Path, offset: int) -> tuple[int, int]:
-    """(409 answers to PUT /allocations, all PUT /allocations) in Placement's log after
-    ``offset``."""
+def _placement_409s(log_path: Path, offset: int) -> tuple[int, int, int]:
+    """(409 answers to PUT /allocations, all PUT /allocations, GET /allocation_candidates)
+    in Placement's log after ``offset``."""
     with open(log_path, errors="replace") as f:
         f.seek(offset)
         text = f.read()
+    queries = len(re.findall(r'"GET /allocation_candidates[^"]*" status: ', text))
     puts = re.findall(r'"PUT /allocations/[^"]*" status: (\d+)', text)
-    return sum(1 for s in puts if s == "409"), len(puts)
+    return sum(1 for s in puts if s == "409"), len(puts), queries
 
 
 def _check_capacity(cloud: placement_seed.BenchCloud, providers: set[str]) -> list[str]:
@@ -318,7 +319,7 @@ def run_once(
             cpu1 = cpu_by_group(roots, comms, singles)
             load.append(_load())
             cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0}
-            conflicts_409, claims_put = _placement_409s(placement_log, offset)
+            conflicts_409, claims_put, candidate_queries = _placement_409s(placement_log, offset)
         # the processes have stopped: their log is complete, nothing is in flight
         log = log_path.read_text(errors="replace")
         ok = [o for o in outcomes if o["status"] == "ok"]
@@ -355,6 +356,9 @@ def run_once(
             "placement_409": conflicts_409,
             "claim_puts": claims_put,
             "claim_conflict_rate": round(conflicts_409 / claims_put, 4) if claims_put else 0.0,
+            # GET /allocation_candidates Placement answered (identical queries in flight in
+            # one process share one: [placement] coalesce_candidate_queries)
+            "candidate_queries": candidate_queries,
             "served_by_process": sorted(served.values(), reverse=True),
             # CPU seconds per component during the run (2 cores: at most 2 x wall_s)
             "cpu_s": cpu,
@@ -481,6 +485,7 @@ _COLUMNS = (
     ("placement_cpu_ms_per_instance", "Placement CPU ms/inst", "{:.1f}"),
     ("placement_409", "409s", "{}"),
     ("claim_conflict_rate", "409/PUT", "{:.1%}"),
+    ("candidate_queries", "a_c GETs", "{}"),
     ("unable_to_claim", "unable", "{}"),
     ("overcommits", "over", "{}"),
     ("orphans", "orphans", "{}"),
