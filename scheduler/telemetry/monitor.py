@@ -103,8 +103,11 @@ class WorkerMonitor:
                 age = now - cell["last_ok_at"]
                 oldest = age if oldest is None else max(oldest, age)
         for gone in self._cells - seen:  # a cell unmapped or disabled since
-            m.cell_hosts.remove(gone)
-            m.cell_last_read.remove(gone)
+            for gauge in (m.cell_hosts, m.cell_last_read):
+                try:
+                    gauge.remove(gone)
+                except KeyError:  # never set (no good read of it)
+                    pass
         self._cells = seen
         if oldest is not None:
             m.host_refresh_lag.set(oldest)

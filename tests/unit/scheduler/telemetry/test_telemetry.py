@@ -385,3 +385,25 @@ def test_the_exporter_wipes_old_values_serves_and_cleans_up(tmp_path, monkeypatc
         exp.stop()
     assert not metrics.M.enabled
     assert exporter.MULTIPROC_ENV not in os.environ
+
+
+def test_monitor_drops_the_gauges_of_a_cell_that_went_away(registry):
+    cells = [
+        {"name": "cell1", "uuid": "u1", "hosts": 3, "last_ok_at": time.time(), "failing": False},
+        {"name": "cell2", "uuid": "u2", "hosts": 0, "last_ok_at": None, "failing": True},
+    ]
+    driver = SimpleNamespace(host_manager=SimpleNamespace(status=lambda: list(cells)))
+    service = SimpleNamespace(serving=True, rpc_server=None, driver=driver)
+    conf = SimpleNamespace(metrics_exporter=SimpleNamespace(probe_interval=1.0, ready_max_age=60))
+    mon = monitor.WorkerMonitor(service, conf)
+    mon.tick()
+    get = registry.get_sample_value
+    assert get("novasched_cell_hosts", {"cell": "cell2"}) == 0
+    cells[:] = [cells[0]]  # cell2 unmapped; it never had a good read
+    mon.tick()
+    mon.tick()
+    assert get("novasched_cell_hosts", {"cell": "cell2"}) is None
+    assert get("novasched_cell_hosts", {"cell": "cell1"}) == 3
+    cells.clear()
+    mon.tick()
+    assert get("novasched_cell_last_read_timestamp_seconds", {"cell": "cell1"}) is None
