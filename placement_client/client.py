@@ -176,9 +176,12 @@ class PlacementClient:
         *,
         body: Any = None,
         request_id: str | None = None,
+        timeout: float | None = None,
     ) -> _Answer:
         """Send one request; return the status and parsed JSON body. Raises only for
-        connection failures and 5xx; the caller interprets every other status."""
+        connection failures and 5xx; the caller interprets every other status. ``timeout``:
+        this request's, instead of the client's."""
+        timeout = timeout or self.timeout
         headers = dict(self._base_headers)
         headers["OpenStack-API-Version"] = f"placement {microversion}"
         if request_id:
@@ -189,10 +192,10 @@ class PlacementClient:
             data = json.dumps(body, separators=(",", ":"))
         try:
             if self._ks is not None:
-                resp = self._ks_request(method, path, headers, data)
+                resp = self._ks_request(method, path, headers, data, timeout)
             else:
                 resp = self._session.request(
-                    method, self.endpoint + path, headers=headers, data=data, timeout=self.timeout
+                    method, self.endpoint + path, headers=headers, data=data, timeout=timeout
                 )
         except requests.RequestException as exc:
             error = PlacementConnectionError(
@@ -218,12 +221,24 @@ class PlacementClient:
         self.last_answer_at = time.time()
         return answer
 
-    def _ks_request(self, method: str, path: str, headers: dict[str, str], data: Any) -> Any:
+    def _ks_request(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        data: Any,
+        timeout: float | None = None,
+    ) -> Any:
         from keystoneauth1 import exceptions as ks_exc
 
         try:
             return self._ks.request(
-                path, method, headers=headers, data=data, raise_exc=False, timeout=self.timeout
+                path,
+                method,
+                headers=headers,
+                data=data,
+                raise_exc=False,
+                timeout=timeout or self.timeout,
             )
         except ks_exc.ConnectTimeout as exc:
             # keystoneauth turns every requests Timeout (read timeouts too) into this one
@@ -274,18 +289,18 @@ class PlacementClient:
         )
 
     # -- service -----------------------------------------------------------------------------
-    def version(self, request_id: str | None = None) -> str:
+    def version(self, request_id: str | None = None, timeout: float | None = None) -> str:
         """The highest microversion Placement supports (e.g. "1.39")."""
-        answer = self._request("GET", "/", "1.0", request_id=request_id)
+        answer = self._request("GET", "/", "1.0", request_id=request_id, timeout=timeout)
         if answer.status != 200 or not isinstance(answer.body, dict):
             raise self._error(PlacementClientError, "GET", "/", answer, request_id)
         versions = answer.body.get("versions") or [{}]
         return str(versions[0].get("max_version", ""))
 
-    def ping(self, request_id: str | None = None) -> bool:
-        """True if Placement answers GET / ."""
+    def ping(self, request_id: str | None = None, timeout: float | None = None) -> bool:
+        """True if Placement answers GET / (within ``timeout`` seconds, if given)."""
         try:
-            self.version(request_id)
+            self.version(request_id, timeout)
         except PlacementError:
             return False
         return True

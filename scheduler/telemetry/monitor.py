@@ -17,6 +17,8 @@ from scheduler.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
 
+_PING_TIMEOUT = 5.0  # seconds
+
 
 def broker_connected(rpc_server: Any) -> bool | None:
     """Whether an oslo.messaging RPC server's listener holds a live broker connection:
@@ -119,7 +121,8 @@ class WorkerMonitor:
         if now - last > self.max_age / 3:
             # idle: nothing has asked Placement lately; see whether it answers
             try:
-                placement.ping()
+                # briefly: a Placement that does not answer must not hold up the other checks
+                placement.ping(timeout=_PING_TIMEOUT)
             except Exception:
                 LOG.debug("Placement health ping failed", exc_info=True)
             last = placement.last_answer_at
