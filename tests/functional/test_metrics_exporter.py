@@ -6,8 +6,10 @@ Placement service and the real RabbitMQ, reached through a fault proxy so that a
 take the broker away from the scheduler (and only from it). A conductor-side client sends
 real requests over RabbitMQ; the tests scrape ``/metrics`` over HTTP and check that the
 counters and histograms moved by exactly what was asked, summed over both workers; that
-``/readyz`` turns unready when the broker goes and ready again when it is back; and that
-SIGUSR2 writes a Guru Meditation Report per process while the service keeps serving.
+``/readyz`` turns unready when the broker goes (cut off by the proxy, and RabbitMQ itself
+stopped with ``rabbitmqctl stop_app``) and ready again when it is back; that SIGUSR2 writes a
+Guru Meditation Report per process while the service keeps serving; and that a killed worker
+is replaced without losing its counts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -344,6 +347,32 @@ def test_readyz_unready_without_the_broker_and_ready_when_it_is_back(scheduler):
     finally:
         scheduler.proxy.restore()
     text = scheduler.wait_readyz(200, timeout=60)
+    assert "[+]broker ok: connected" in text
+    (selections,) = _boot(scheduler)
+    assert selections[0].service_host in scheduler.fleet.hosts
+
+
+def _rabbitmqctl(*args: str) -> None:
+    exe = shutil.which("rabbitmqctl")
+    if exe is None:
+        pytest.fail("rabbitmqctl is not installed: cannot stop and start the broker")
+    done = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")
+
+
+@pytest.mark.parametrize("scheduler", [THREADING_2], indirect=True, ids=["threading-2"])
+def test_readyz_unready_while_rabbitmq_is_stopped_and_ready_when_it_runs_again(scheduler):
+    """The broker itself stopped (``rabbitmqctl stop_app``), not only cut off by the proxy."""
+    _rabbitmqctl("stop_app")
+    try:
+        text = scheduler.wait_readyz(503, timeout=30)
+        assert re.search(r"^\[-\]broker failed: worker\(s\) .* not connected", text, re.M), text
+        assert scheduler.get("/healthz").status_code == 200
+    finally:
+        _rabbitmqctl("start_app")
+        ensure_rabbit()
+    text = scheduler.wait_readyz(200, timeout=90)
     assert "[+]broker ok: connected" in text
     (selections,) = _boot(scheduler)
     assert selections[0].service_host in scheduler.fleet.hosts
