@@ -854,20 +854,17 @@ def check_compute_nodes(ctx: CheckContext) -> CheckResult:
         no_provider = (
             [] if providers is None else [n for n in nodes if not n.uuid or n.uuid not in providers]
         )
-        if no_provider:
-            failed = True
-            details.append(
-                f"cell {cell.name}: {len(no_provider)} of {len(nodes)} compute node(s) have no "
-                "resource provider in Placement: " + _listing([_node_label(n) for n in no_provider])
-            )
-            remedies.append(_NO_PROVIDER_REMEDY)
-        if no_service:
-            failed = True
-            details.append(
-                f"cell {cell.name}: {len(no_service)} of {len(nodes)} compute node(s) have no "
-                "nova-compute service record: " + _listing([_node_label(n) for n in no_service])
-            )
-            remedies.append(_NO_SERVICE_REMEDY)
+        for missing, what, remedy in (
+            (no_provider, "resource provider in Placement", _NO_PROVIDER_REMEDY),
+            (no_service, "nova-compute service record", _NO_SERVICE_REMEDY),
+        ):
+            if missing:
+                failed = True
+                details.append(
+                    f"cell {cell.name}: {len(missing)} of {len(nodes)} compute node(s) have no "
+                    f"{what}: " + _listing([_node_label(n) for n in missing])
+                )
+                remedies.append(remedy)
         if not no_provider and not no_service:
             what = "a nova-compute service" + (
                 " and a resource provider" if providers is not None else ""

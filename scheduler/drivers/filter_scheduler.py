@@ -829,10 +829,7 @@ class FilterScheduler:
                 chosen.append(claimed)
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
             if len(chosen) < num_instances:
-                raise NoValidHost(
-                    self.not_enough_reason(req, len(chosen), num_instances),
-                    *self.not_enough_cause(req),
-                )
+                raise self.not_enough(req, len(chosen), num_instances)
             return self._with_alternates(req, chosen, hosts, index, return_alternates, True)
         except BaseException:
             self._rollback(req, [h for h, _ in chosen])
@@ -864,9 +861,7 @@ class FilterScheduler:
                 self.consume(req, host, instance_uuid)
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
             if len(chosen) < num:
-                raise NoValidHost(
-                    self.not_enough_reason(req, len(chosen), num), *self.not_enough_cause(req)
-                )
+                raise self.not_enough(req, len(chosen), num)
             return self._with_alternates(req, chosen, hosts, index, return_alternates, False)
         except BaseException:
             self._rollback(req, [h for h, _ in chosen])
@@ -975,12 +970,21 @@ class FilterScheduler:
                 host.updated = None
 
     def not_enough_reason(self, req: SchedulingRequest, got: int, wanted: int) -> str:
-        """Why fewer hosts than instances were found: the filter counts of the instance that
-        found none (and what the narrowing took out), or the claims Placement refused."""
+        """Why fewer hosts than instances were found (see ``not_enough``)."""
+        return self.not_enough(req, got, wanted).reason
+
+    @staticmethod
+    def not_enough(req: SchedulingRequest, got: int, wanted: int) -> NoValidHost:
+        """The NoValidHost for fewer hosts than instances: its reason says why (the filter
+        counts of the instance that found none, and what the narrowing took out, or the
+        claims Placement refused); its cause is what the metrics count (``filters`` and the
+        filter that removed the last host, ``narrowed`` when the requested destination or
+        forced hosts left none, else what stopped the claims)."""
         parts = []
         if wanted > 1:
             parts.append(f"Found hosts for {got} of {wanted} instances.")
         report = req.last_report
+        cause, filter_name = "other", ""
         if report is not None and not report.hosts:
             # the first instance's report counts every host; later ones count the survivors
             text = report.summary(req.total_hosts if got == 0 else None)
@@ -988,8 +992,14 @@ class FilterScheduler:
                 more = ", ".join(f"{count} {why}" for count, why in req.narrowed)
                 text += (", " if ": " in text else ": ") + more
             parts.append(text)
+            cause = "narrowed"
+            for step in reversed(report.steps):
+                if step.hosts_in and not step.hosts_out:
+                    cause, filter_name = "filters", step.name
+                    break
         elif req.placement_unreachable:
             parts.append(f"Placement unreachable: {req.placement_unreachable}")
+            cause = "placement_unreachable"
         elif req.claim_failures or req.claim_errors:
             texts = []
             if req.claim_failures:
@@ -1000,26 +1010,10 @@ class FilterScheduler:
             if req.placement_errors:
                 text += f"; last Placement error: {req.placement_errors[-1]}"
             parts.append(text + ".")
+            cause = "claims_refused"
         else:
             parts.append("There are not enough hosts available.")
-        return " ".join(parts)
-
-    @staticmethod
-    def not_enough_cause(req: SchedulingRequest) -> tuple[str, str]:
-        """What ``not_enough_reason`` blames, for the metrics: ``("filters", name)`` of the
-        filter that removed the last host, ``("narrowed", "")`` when the requested
-        destination or forced hosts left none, else what stopped the claims."""
-        report = req.last_report
-        if report is not None and not report.hosts:
-            for step in reversed(report.steps):
-                if step.hosts_in and not step.hosts_out:
-                    return "filters", step.name
-            return "narrowed", ""
-        if req.placement_unreachable:
-            return "placement_unreachable", ""
-        if req.claim_failures or req.claim_errors:
-            return "claims_refused", ""
-        return "other", ""
+        return NoValidHost(" ".join(parts), cause, filter_name)
 
 
 def _count_claim_retry() -> None:

@@ -290,12 +290,11 @@ def run_workers(
     exporter = exporter_from_conf(conf, n)
     try:
         if n <= 1:
-            if exporter is not None:
-                exporter.worker_started(os.getpid())
             return _run_in_process(factory)
+        supervisor = _Supervisor(factory, n, exporter)
         if exporter is not None:
-            exporter.supervising()
-        return _Supervisor(factory, n, exporter).run()
+            exporter.supervising(lambda: list(supervisor.children))
+        return supervisor.run()
     finally:
         if exporter is not None:
             exporter.stop()
@@ -329,8 +328,6 @@ class _Supervisor:
                 logging.shutdown()
                 os._exit(code)
         self.children[pid] = time.monotonic()
-        if self.exporter is not None:
-            self.exporter.worker_started(pid)
         LOG.info("Started scheduler worker %d", pid)
 
     def _signal_children(self, signum: int) -> None:

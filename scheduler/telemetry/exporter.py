@@ -23,6 +23,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -92,6 +93,16 @@ def _samples_by_pid(families: list[Any], name: str) -> dict[str, list[Any]]:
     return out
 
 
+def _flag_check(
+    name: str, pids: list[str], series: dict[str, list[Any]], failing: str, passing: str
+) -> Check:
+    """A check that every worker's 0/1 gauge in ``series`` is 1."""
+    off = [pid for pid in pids if not any(s.value >= 1 for s in series.get(pid, ()))]
+    if off:
+        return Check(name, False, f"worker(s) {', '.join(off)} {failing}")
+    return Check(name, bool(pids), passing if pids else "no worker has started")
+
+
 def evaluate(
     families: list[Any],
     *,
@@ -116,25 +127,9 @@ def evaluate(
             + (f" (pid {', '.join(pids)})" if pids else ""),
         )
     )
-    cold = [pid for pid in pids if not any(s.value >= 1 for s in warm[pid])]
+    result.checks.append(_flag_check("warm-up", pids, warm, "still warming up", "done"))
     result.checks.append(
-        Check(
-            "warm-up",
-            bool(pids) and not cold,
-            f"worker(s) {', '.join(cold)} still warming up"
-            if cold
-            else ("done" if pids else "no worker has started"),
-        )
-    )
-    down = [pid for pid in pids if not any(s.value >= 1 for s in broker.get(pid, ()))]
-    result.checks.append(
-        Check(
-            "broker",
-            bool(pids) and not down,
-            f"worker(s) {', '.join(down)} not connected to the message broker"
-            if down
-            else ("connected" if pids else "no worker has started"),
-        )
+        _flag_check("broker", pids, broker, "not connected to the message broker", "connected")
     )
     stale_cells, oldest_cell = [], 0.0
     notes = []
@@ -246,8 +241,8 @@ class Exporter:
         MultiProcessCollector(self._registry, path=path)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
-        self._workers_lock = threading.Lock()
-        self.worker_pids: set[str] = set()
+        # the pids of the scheduler workers now: this process until ``supervising``
+        self.worker_pids: Callable[[], Iterable[int]] = lambda: (os.getpid(),)
 
     # -- serving ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -282,8 +277,7 @@ class Exporter:
 
     def readiness(self) -> Readiness:
         families = list(self._registry.collect())
-        with self._workers_lock:
-            pids = set(self.worker_pids)
+        pids = {str(pid) for pid in self.worker_pids()}
         return evaluate(
             families, workers=self.workers, max_age=self.max_age, now=time.time(), worker_pids=pids
         )
@@ -295,22 +289,17 @@ class Exporter:
             self._server.socket.close()
             self._server = None
 
-    def worker_started(self, pid: int) -> None:
-        """``pid`` is a scheduler worker (the only process, or a forked one)."""
-        with self._workers_lock:
-            self.worker_pids.add(str(pid))
-
-    def supervising(self) -> None:
-        """This process forks the workers and serves no request: the zero-valued live
-        gauges that creating the metrics wrote for it are dropped."""
+    def supervising(self, worker_pids: Callable[[], Iterable[int]]) -> None:
+        """This process forks the workers (``worker_pids()`` are theirs now) and serves no
+        request: the zero-valued live gauges that creating the metrics wrote for it are
+        dropped."""
+        self.worker_pids = worker_pids
         self.worker_exited(os.getpid())
 
     def worker_exited(self, pid: int) -> None:
         """A worker is gone: its ``live*`` gauges stop counting (its counters stay)."""
         from prometheus_client import multiprocess
 
-        with self._workers_lock:
-            self.worker_pids.discard(str(pid))
         try:
             multiprocess.mark_process_dead(pid, self.directory)
         except OSError:

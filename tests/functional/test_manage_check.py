@@ -31,6 +31,7 @@ import sqlalchemy as sa
 
 from db import models
 from scheduler.demo.embedded_placement import EmbeddedPlacement
+from tests.db_rows import compute_node, compute_service
 from tests.functional.fixtures_db import make_database
 from tests.functional.fixtures_placement import placement_service  # noqa: F401
 from tests.functional.fixtures_rabbit import rabbit_transport_url  # noqa: F401
@@ -354,27 +355,13 @@ def test_compute_nodes_without_provider_or_service(world, tmp_path):
     lonely = f"{world.host_prefix}-no-provider"
     stale = f"{world.host_prefix}-no-service"
     lonely_uuid, stale_uuid = str(uuidlib.uuid4()), str(uuidlib.uuid4())
-    node = dict(
-        vcpus=8,
-        memory_mb=16384,
-        local_gb=100,
-        vcpus_used=0,
-        memory_mb_used=512,
-        local_gb_used=0,
-        hypervisor_type="QEMU",
-        hypervisor_version=8002002,
-        cpu_info="{}",
-        deleted=0,
-    )
-    service = dict(host=lonely, binary="nova-compute", topic="compute", report_count=1, deleted=0)
     try:
         with engine.begin() as conn:
-            result = conn.execute(models.services.insert().values(**service))
+            result = conn.execute(models.services.insert().values(compute_service(lonely)))
             service_id = result.inserted_primary_key[0]
-            with_service = dict(node, uuid=lonely_uuid, host=lonely, service_id=service_id)
-            without = dict(node, uuid=stale_uuid, host=stale, service_id=None)
+            with_service = compute_node(lonely_uuid, lonely, service_id=service_id)
+            without = compute_node(stale_uuid, stale, service_id=None)
             for row in (with_service, without):
-                row["hypervisor_hostname"] = row["host"]
                 conn.execute(models.compute_nodes.insert().values(**row))
         conf = _nova_conf(world, tmp_path / "nova.conf")
         rc, rows, out = run_check(conf, *_placement_conf_arg(world))

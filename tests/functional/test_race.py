@@ -171,6 +171,27 @@ def scheduler_client(stack: contextlib.ExitStack, exchange: str, timeout: int) -
     return SchedulerAPI(transport)
 
 
+class Outcomes:
+    """What concurrent conductors got: NoValidHost reasons and errors, under one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.refused: list[str] = []
+        self.errors: list[BaseException] = []
+
+    def ask(self, client: SchedulerAPI, ctx: Any, spec: RequestSpec, instances: list[str]) -> Any:
+        """The selections, or None (the NoValidHost or the error is recorded)."""
+        try:
+            return client.select_destinations(ctx, spec, instances, True, True)
+        except NoValidHost as exc:
+            with self.lock:
+                self.refused.append(str(exc))
+        except BaseException as exc:  # reported by the test
+            with self.lock:
+                self.errors.append(exc)
+        return None
+
+
 def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_path):
     ensure_rabbit()
     exchange = f"novasched-race-{uuidlib.uuid4().hex[:8]}"
@@ -209,25 +230,17 @@ def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_
         )
         barrier = threading.Barrier(RACERS)
         placed: list[tuple[str, str]] = []  # (instance, host)
-        refused: list[str] = []
-        errors: list[BaseException] = []
-        lock = threading.Lock()
+        outcomes = Outcomes()
+        refused, errors = outcomes.refused, outcomes.errors
 
         def racer(i: int) -> None:
             instance = str(uuidlib.uuid4())
             spec = RequestSpec(flavor=flavor, project_id="p", user_id="u")
             ctx = RequestContext(user_id="u", project_id="p", request_id=f"req-race-{i}")
             barrier.wait()
-            try:
-                result = client.select_destinations(ctx, spec, [instance], True, True)
-            except NoValidHost as exc:
-                with lock:
-                    refused.append(str(exc))
-            except BaseException as exc:  # reported below
-                with lock:
-                    errors.append(exc)
-            else:
-                with lock:
+            result = outcomes.ask(client, ctx, spec, [instance])
+            if result is not None:
+                with outcomes.lock:
                     placed.append((instance, result[0][0].service_host))
 
         threads = [threading.Thread(target=racer, args=(i,)) for i in range(RACERS)]

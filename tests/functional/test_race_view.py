@@ -23,11 +23,11 @@ import pytest
 import requests
 
 from placement_client import PlacementClient
-from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit
 from tests.functional.test_race import (
+    Outcomes,
     _scheduler_processes,
     mariadb_race_cloud,
     scheduler_client,
@@ -135,9 +135,8 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
             extra_specs={f"trait:{RACE_TRAIT}": "required"},
         )
         placed: dict[str, str] = {}  # instance -> host
-        refused: list[str] = []
-        errors: list[BaseException] = []
-        lock = threading.Lock()
+        outcomes = Outcomes()
+        refused, errors = outcomes.refused, outcomes.errors
         done = threading.Event()
         writes = [0]
         answered = [0]  # requests placed
@@ -148,16 +147,9 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
                 instances = [str(uuidlib.uuid4()) for _ in range(num)]
                 spec = RequestSpec(flavor=flavor, project_id="p", user_id="u", num_instances=num)
                 ctx = RequestContext(user_id="u", project_id="p", request_id=f"req-rv-{c}-{r}")
-                try:
-                    result = client.select_destinations(ctx, spec, instances, True, True)
-                except NoValidHost as exc:
-                    with lock:
-                        refused.append(str(exc))
-                except BaseException as exc:  # reported below
-                    with lock:
-                        errors.append(exc)
-                else:
-                    with lock:
+                result = outcomes.ask(client, ctx, spec, instances)
+                if result is not None:
+                    with outcomes.lock:
                         answered[0] += 1
                         for instance, selections in zip(instances, result, strict=True):
                             placed[instance] = selections[0].compute_node_uuid

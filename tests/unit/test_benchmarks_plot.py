@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib  # noqa: F401 (the test extra installs it: a missing one fails, never skips)
 import pytest
 
 from benchmarks import core, e2e, plot, run
@@ -72,7 +73,6 @@ def _write(tmp_path: Path, data: object, name: str = "r.json") -> Path:
 
 
 def test_plot_draws_every_series_the_results_hold(tmp_path):
-    pytest.importorskip("matplotlib")
     out = tmp_path / "bench.png"
     report = plot.plot_results(_results(), out)
     _assert_png(out)
@@ -95,7 +95,6 @@ def test_plot_draws_every_series_the_results_hold(tmp_path):
 
 
 def test_a_missing_section_is_left_out_and_said(tmp_path):
-    pytest.importorskip("matplotlib")
     out = tmp_path / "core.png"
     report = plot.plot_results(_results(with_e2e=False), out)
     _assert_png(out)
@@ -138,7 +137,6 @@ def test_footnote_carries_the_date_machine_and_sources():
 
 
 def test_cli_from_json_plots_without_running(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
     saved = _write(tmp_path, _results(with_e2e=False))
     out = tmp_path / "out.png"
     code = run.main(["--from-json", str(saved), "--plot", str(out)])
@@ -151,7 +149,6 @@ def test_cli_from_json_plots_without_running(tmp_path, capsys):
 
 
 def test_cli_from_json_end_to_end_as_a_command(tmp_path):
-    pytest.importorskip("matplotlib")
     saved = _write(tmp_path, _results())
     out = tmp_path / "cmd.png"
     proc = subprocess.run(
@@ -206,14 +203,12 @@ def test_missing_matplotlib_says_how_to_install_it(tmp_path, monkeypatch, capsys
 
 
 def test_plot_command_reports_an_unwritable_file(tmp_path):
-    pytest.importorskip("matplotlib")
     err = io.StringIO()
     code = plot.plot_command(_results(), tmp_path / "no-such-dir" / "x.png", err=err)
     assert code == 1 and "cannot write" in err.getvalue()
 
 
 def test_run_then_plot_what_was_measured(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
     out = tmp_path / "run.png"
     code = run.main(
         [
@@ -238,10 +233,7 @@ def test_run_then_plot_what_was_measured(tmp_path, capsys):
 
 
 def test_the_checked_in_picture_data_still_plots(tmp_path):
-    pytest.importorskip("matplotlib")
     path = REPO / "docs" / "benchmarks-results.json"
-    if not path.exists():
-        pytest.skip("docs/benchmarks-results.json is not there")
     data = plot.load_results(path)
     assert {"core", "e2e"} <= set(data["source"])
     report = plot.plot_results(data, tmp_path / "docs.png")

@@ -21,6 +21,7 @@ from sqlalchemy.sql import visitors
 
 import db
 from db import models, queries
+from tests.db_rows import compute_node
 
 NOW = datetime.datetime(2026, 5, 1, 12, 0, 0)
 EARLIER = NOW - datetime.timedelta(hours=1)
@@ -103,22 +104,7 @@ def _seed(api: sa.Engine, cell: sa.Engine) -> None:
         )
         conn.execute(
             models.compute_nodes.insert().values(
-                uuid="cn1",
-                service_id=1,
-                host="h1",
-                hypervisor_hostname="h1",
-                vcpus=4,
-                memory_mb=4096,
-                local_gb=10,
-                vcpus_used=0,
-                memory_mb_used=0,
-                local_gb_used=0,
-                hypervisor_type="QEMU",
-                hypervisor_version=1,
-                cpu_info="{}",
-                created_at=EARLIER,
-                updated_at=NOW,
-                deleted=0,
+                compute_node("cn1", "h1", service_id=1, created_at=EARLIER, updated_at=NOW)
             )
         )
         conn.execute(

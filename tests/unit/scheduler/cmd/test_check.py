@@ -16,6 +16,7 @@ from db.queries import READ_COLUMNS
 from scheduler import conf as novasched_conf
 from scheduler.cmd import check
 from scheduler.cmd.check import CheckContext, CheckResult, Status
+from tests.db_rows import compute_node, compute_service
 
 
 def _conf(tmp_path, text: str = "") -> cfg.ConfigOpts:
@@ -313,30 +314,10 @@ def test_api_and_cell_tables_split_read_columns():
 def test_compute_node_offenders_are_counted_and_the_first_few_named(tmp_path, sqlite_cloud):
     api_url, cell_url = sqlite_cloud
     engine = sa.create_engine(cell_url)
-    node = dict(
-        vcpus=1,
-        memory_mb=1,
-        local_gb=1,
-        vcpus_used=0,
-        memory_mb_used=0,
-        local_gb_used=0,
-        hypervisor_type="QEMU",
-        hypervisor_version=1,
-        cpu_info="{}",
-        deleted=0,
-    )
     with engine.begin() as conn:
         for i in range(8):
-            conn.execute(
-                db.models.compute_nodes.insert().values(
-                    uuid=f"u{i}", host=f"h{i}", hypervisor_hostname=f"h{i}", **node
-                )
-            )
-        conn.execute(
-            db.models.services.insert().values(
-                host="h0", binary="nova-compute", report_count=1, deleted=0
-            )
-        )
+            conn.execute(db.models.compute_nodes.insert().values(compute_node(f"u{i}", f"h{i}")))
+        conn.execute(db.models.services.insert().values(compute_service("h0")))
     engine.dispose()
     ctx = CheckContext(_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
     assert check.check_databases(ctx).status is Status.OK

@@ -300,7 +300,12 @@ def _request() -> SchedulingRequest:
     return SchedulingRequest.of(RequestSpec(flavor=Flavor(vcpus=1, memory_mb=1, root_gb=0)))
 
 
-def test_not_enough_cause_names_the_filter_that_removed_the_last_host():
+def _cause(req: SchedulingRequest) -> tuple[str, str]:
+    exc = FilterScheduler.not_enough(req, 0, 1)
+    return exc.cause, exc.filter_name
+
+
+def test_not_enough_names_the_filter_that_removed_the_last_host():
     req = _request()
     req.last_report = FilterReport(
         hosts=[],
@@ -309,14 +314,16 @@ def test_not_enough_cause_names_the_filter_that_removed_the_last_host():
             FilterStep("RamFilter", 3, removed=[(h, "full") for h in ("h3", "h4", "h5")]),
         ],
     )
-    assert FilterScheduler.not_enough_cause(req) == ("filters", "RamFilter")
+    assert _cause(req) == ("filters", "RamFilter")
     req.last_report = FilterReport(hosts=[], steps=[])
-    assert FilterScheduler.not_enough_cause(req) == ("narrowed", "")
+    assert _cause(req) == ("narrowed", "")
     req.last_report = FilterReport(hosts=["h"], steps=[])
     req.claim_failures = 2
-    assert FilterScheduler.not_enough_cause(req) == ("claims_refused", "")
+    assert _cause(req) == ("claims_refused", "")
     req.placement_unreachable = "refused"
-    assert FilterScheduler.not_enough_cause(req) == ("placement_unreachable", "")
+    assert _cause(req) == ("placement_unreachable", "")
+    req.placement_unreachable, req.claim_failures = "", 0
+    assert _cause(req) == ("other", "")
 
 
 def test_a_requests_stages_sources_removals_and_claims_are_counted(registry):
@@ -337,14 +344,23 @@ def test_a_requests_stages_sources_removals_and_claims_are_counted(registry):
     assert get("novasched_claims_total", {"result": "conflict"}) == 1
 
 
-def test_disabled_metrics_record_nothing_and_cost_nothing():
+def test_disabled_metrics_record_nothing(registry):
+    reg = registry
+    metrics.M.requests.labels(result="scheduled").inc()
     metrics.disable()
     m = metrics.M
     assert not m.enabled
     m.requests.labels(result="scheduled").inc()
     m.stage.labels(stage="filter").observe(1.0)
     m.in_flight.dec()
-    _count_request(_request())  # does not raise
+    req = _request()
+    req.timings, req.claims_made = {"filter": 0.1}, 1
+    _count_request(req)
+    # the metrics that were real before keep their value: nothing reaches them any more
+    assert reg.get_sample_value("novasched_requests_total", {"result": "scheduled"}) == 1
+    stages = reg.get_sample_value("novasched_stage_duration_seconds_count", {"stage": "filter"})
+    assert stages is None
+    assert reg.get_sample_value("novasched_claims_total", {"result": "claimed"}) is None
 
 
 # -- the exporter's set-up ----------------------------------------------------------------------
@@ -369,7 +385,6 @@ def test_the_exporter_wipes_old_values_serves_and_cleans_up(tmp_path, monkeypatc
     try:
         assert not (directory / "counter_1.db").exists()
         exp.start()
-        exp.worker_started(os.getpid())
         metrics.M.requests.labels(result="scheduled").inc()
         base = f"http://127.0.0.1:{exp.port}"
         with urllib.request.urlopen(base + "/metrics", timeout=5) as answer:
