@@ -18,15 +18,18 @@ from db.api import (
     touch_services,
 )
 from db.queries import (
+    AggregatesFingerprint,
     ComputeNodeRow,
     ServiceRow,
     get_aggregates,
     get_aggregates_by_metadata,
+    get_aggregates_fingerprint,
     get_cell_mappings,
     get_compute_node_reports,
     get_compute_nodes,
     get_compute_nodes_by_host_or_node,
     get_compute_services,
+    get_flagged_services,
     get_host_mappings,
     get_instance_details_by_host,
     get_instance_group,
@@ -35,6 +38,7 @@ from db.queries import (
 )
 
 __all__ = [
+    "AggregatesFingerprint",
     "CELL0_UUID",
     "ComputeNodeRow",
     "DatabaseError",
@@ -46,6 +50,7 @@ __all__ = [
     "ensure_cell0",
     "ensure_database",
     "get_aggregates",
+    "get_aggregates_fingerprint",
     "get_aggregates_by_metadata",
     "get_cell_mappings",
     "get_compute_node_reports",
@@ -53,6 +58,7 @@ __all__ = [
     "get_compute_nodes_by_host_or_node",
     "get_compute_services",
     "get_engine",
+    "get_flagged_services",
     "get_host_mappings",
     "get_instance_group",
     "get_instance_details_by_host",

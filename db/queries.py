@@ -94,6 +94,48 @@ def get_aggregates(api_engine: Engine) -> list[dict[str, Any]]:
         return _load_aggregates(conn, None)
 
 
+class AggregatesFingerprint(NamedTuple):
+    """What a request compares to decide whether the aggregates it holds are still those of
+    the API database: every insert or delete moves a count or a highest id, every update of
+    an aggregate or its metadata moves ``changed_at`` (whole seconds on MySQL: an update in
+    the same second as the last one is not seen here, see HostManager)."""
+
+    aggregates: int
+    aggregates_max_id: int | None
+    hosts: int
+    hosts_max_id: int | None
+    metadata: int
+    metadata_max_id: int | None
+    changed_at: datetime.datetime | None
+
+
+def _fingerprint_statement() -> sa.Select:
+    a, ah, am = models.aggregates, models.aggregate_hosts, models.aggregate_metadata
+
+    def one(*columns: Any) -> list[Any]:
+        return [sa.select(c).scalar_subquery() for c in columns]
+
+    return sa.select(
+        *one(sa.func.count(a.c.id), sa.func.max(a.c.id)),
+        *one(sa.func.count(ah.c.id), sa.func.max(ah.c.id)),
+        *one(sa.func.count(am.c.id), sa.func.max(am.c.id)),
+        *one(sa.func.max(a.c.updated_at), sa.func.max(am.c.updated_at)),
+    )
+
+
+_AGGREGATES_FINGERPRINT = _fingerprint_statement()
+
+
+def get_aggregates_fingerprint(api_engine: Engine) -> AggregatesFingerprint:
+    """One row of counts, highest ids and last update times of the aggregate tables (one
+    statement; the cost is a count of ``aggregate_hosts``, about 2 ms at 20,000 rows)."""
+    with api_engine.connect() as conn:
+        row = conn.execute(_AGGREGATES_FINGERPRINT).one()
+    *counts, a_changed, m_changed = row
+    changed = [t for t in (a_changed, m_changed) if t is not None]
+    return AggregatesFingerprint(*counts, changed_at=max(changed) if changed else None)
+
+
 def get_aggregates_by_metadata(
     api_engine: Engine,
     key: str | None = None,
@@ -220,8 +262,8 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "cell_mappings": ("id", "uuid", "name", "database_connection", "transport_url", "disabled"),
     "host_mappings": ("host", "cell_id"),
     "aggregates": ("id", "uuid", "name", "created_at", "updated_at"),
-    "aggregate_hosts": ("aggregate_id", "host"),
-    "aggregate_metadata": ("aggregate_id", "key", "value"),
+    "aggregate_hosts": ("id", "aggregate_id", "host"),
+    "aggregate_metadata": ("id", "aggregate_id", "key", "value", "updated_at"),
     "instance_groups": ("id", "uuid", "name", "user_id", "project_id"),
     "instance_group_policy": ("id", "group_id", "policy", "rules"),
     "instance_group_member": ("id", "group_id", "instance_uuid"),
@@ -326,17 +368,43 @@ def get_compute_node_reports(
         return rows
 
 
+_SVC_FLAGGED = sa.select(_SVC.c.host, _SVC.c.disabled, _SVC.c.forced_down).where(
+    _SVC.c.binary == "nova-compute",
+    _SVC.c.deleted == 0,
+    sa.or_(_SVC.c.disabled == sa.true(), _SVC.c.forced_down == sa.true()),
+)
+
+
+def get_flagged_services(cell_engine: Engine) -> dict[str, tuple[bool, bool]]:
+    """``{host: (disabled, forced_down)}`` of the live ``nova-compute`` services that are
+    disabled or forced down: what a request compares with the services it holds before it
+    decides. Neither column is indexed in nova's schema: a scan of the table (about 2 ms at
+    10,000 services on MariaDB) that returns only the few flagged rows."""
+    with cell_engine.connect() as conn:
+        return {
+            host: (bool(disabled), bool(forced_down))
+            for host, disabled, forced_down in conn.execute(_SVC_FLAGGED)
+        }
+
+
 def get_compute_services(
-    cell_engine: Engine, updated_since: datetime.datetime | None = None
+    cell_engine: Engine,
+    updated_since: datetime.datetime | None = None,
+    *,
+    hosts: Iterable[str] | None = None,
 ) -> list[ServiceRow]:
     """``nova-compute`` service rows, disabled ones included.
 
-    Without ``updated_since``: the live rows. With it: the rows created, updated, heard from
-    or soft-deleted at or after that time, deleted ones included (``deleted != 0``), so that
-    a cache can drop them.
+    Without ``updated_since``: the live rows (``hosts``: only those of these hosts). With
+    it: the rows created, updated, heard from or soft-deleted at or after that time, deleted
+    ones included (``deleted != 0``), so that a cache can drop them.
     """
     stmt = sa.select(*_SVC_COLS).where(_SVC.c.binary == "nova-compute")
-    if updated_since is None:
+    if hosts is not None:
+        if updated_since is not None:
+            raise TypeError("hosts is read alone, without updated_since")
+        stmt = stmt.where(_SVC.c.deleted == 0, _SVC.c.host.in_(sorted(set(hosts))))
+    elif updated_since is None:
         stmt = stmt.where(_SVC.c.deleted == 0)
     else:
         since = _naive_utc(updated_since)

@@ -32,6 +32,8 @@ EXERCISED = {
     "get_host_mappings",
     "get_aggregates",
     "get_aggregates_by_metadata",
+    "get_aggregates_fingerprint",
+    "get_flagged_services",
     "get_instance_group",
     "get_compute_nodes",
     "get_compute_nodes_by_host_or_node",
@@ -137,6 +139,10 @@ def _run_every_read(api: sa.Engine, cell: sa.Engine) -> None:
     assert queries.get_compute_node_reports(cell, EARLIER, {})
     assert queries.get_compute_services(cell)
     assert queries.get_compute_services(cell, updated_since=EARLIER)
+    assert [row.host for row in queries.get_compute_services(cell, hosts=["h1", "h2"])] == ["h1"]
+    assert queries.get_flagged_services(cell) == {}
+    fingerprint = queries.get_aggregates_fingerprint(api)
+    assert (fingerprint.aggregates, fingerprint.hosts, fingerprint.metadata) == (1, 1, 1)
     assert queries.get_instance_uuids_by_host(cell)
     assert queries.get_instance_uuids_by_host(cell, ["h1"])
     details = queries.get_instance_details_by_host(cell, ["h1"])
