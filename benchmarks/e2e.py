@@ -10,6 +10,9 @@ unique exchange and topic of the real broker, and a conductor-side SchedulerAPI:
   ``GET /allocation_candidates`` (the path before issue 11);
 * ``view``: ``view_feed = database`` on the cloud's Placement database (read-only); the view
   is loaded when the service starts;
+* ``view-stale``: as ``view`` with ``[scheduler] read_your_writes`` off (no per-request
+  read of the services, the aggregates and Placement's database): what freshness costs is the
+  difference of the two p50s, printed on a line of its own;
 * ``view-api``: ``view_feed = api``, at N <= ``VIEW_API_MAX_HOSTS`` only (its cold load reads
   four parts per provider, ~20 s at 1k); the benchmark waits until the view is loaded.
 
@@ -56,9 +59,9 @@ from scheduler.rpc.rpcapi import SchedulerAPI
 from scheduler.rpc.service import SchedulerService
 
 DEFAULT_SIZES = (100, 1000, 5000, 10000)
-SOURCES = ("placement", "view", "view-api")
+SOURCES = ("placement", "view", "view-stale", "view-api")
 # [placement] view_feed per source
-VIEW_FEEDS = {"placement": "none", "view": "database", "view-api": "api"}
+VIEW_FEEDS = {"placement": "none", "view": "database", "view-stale": "database", "view-api": "api"}
 VIEW_API_MAX_HOSTS = 1000
 DEFAULT_LIMIT = 1000  # nova's default [scheduler] max_placement_results
 WARMUP = 2
@@ -84,6 +87,14 @@ TARGETS: dict[str, dict[str, Any]] = {
             "before": LATENCY_BEFORE[size],
         }
         for size, limit in LATENCY_TARGETS_MS.items()
+    },
+    "freshness_cost_p50_ms_at_10000": {
+        "limit": 3.0,
+        "cmp": "<=",
+        "unit": "ms",
+        "what": "client latency p50 with the view, read_your_writes on minus off, 10,000 "
+        "hosts, max_placement_results 1000",
+        "before": "0 (no per-request freshness before issue 17)",
     },
     "placement_cpu_ms_per_instance": {
         "limit": 15.0,
@@ -176,8 +187,10 @@ def scheduler_in_process(cloud: placement_seed.BenchCloud, source: str = "placem
         ("long_rpc_timeout", 120, None),
         ("control_exchange", exchange, None),
     ]
-    if source == "view":
+    if VIEW_FEEDS[source] == "database":
         overrides.append(("view_database_connection", cloud.placement_db_url, "placement"))
+    if source == "view-stale":
+        overrides.append(("read_your_writes", False, "scheduler"))
     # oslo.messaging registers control_exchange when it first makes a transport
     CONF.register_opts(om_transport._transport_opts)
     for name, value, group in overrides:
@@ -453,6 +466,20 @@ def run(sizes: list[int], repeats: int, out: dict, *, sources: tuple[str, ...] =
     return result
 
 
+def freshness_cost(rows: list[dict[str, Any]]) -> dict[int, float]:
+    """Per fleet size, the client p50 with the view minus the same without per-request
+    freshness (``view`` - ``view-stale``), at the default limit (ms)."""
+    p50: dict[tuple[int, str], float] = {}
+    for r in rows:
+        if r.get("requests") and r["max_placement_results"] == DEFAULT_LIMIT:
+            p50[(r["hosts"], r["source"])] = r["client_p50_ms"]
+    return {
+        hosts: round(p50[(hosts, "view")] - p50[(hosts, "view-stale")], 2)
+        for hosts, source in p50
+        if source == "view" and (hosts, "view-stale") in p50
+    }
+
+
 def _judge(result: dict[str, Any]) -> None:
     targets = result["targets"]
     rows = [r for r in result["rows"] if r.get("requests")]
@@ -461,6 +488,9 @@ def _judge(result: dict[str, Any]) -> None:
         at = [r for r in view_rows if r["hosts"] == size and r["max_placement_results"] == 1000]
         if at:
             judge(targets[f"e2e_p50_ms_at_{size}"], max(r["client_p50_ms"] for r in at))
+    cost = freshness_cost(rows).get(10000)
+    if cost is not None:
+        judge(targets["freshness_cost_p50_ms_at_10000"], cost)
     key = "placement_cpu_ms_per_instance"
     cpu = [r[key] for r in view_rows if key in r]
     if cpu:
@@ -575,6 +605,14 @@ def format_table(result: dict) -> str:
                     f"{status['last_poll_ms']} ms; MariaDB CPU per request {' / '.join(mariadb)} "
                     "ms (the whole server's)"
                 )
+    cost = freshness_cost(rows)
+    if cost:
+        text.append("")
+        text.append(
+            "freshness (read_your_writes: services, aggregates and Placement's database read "
+            "per request), client p50 view - view-stale: "
+            + ", ".join(f"{ms:+.1f} ms at {hosts:,} hosts" for hosts, ms in sorted(cost.items()))
+        )
     verdicts = target_verdicts(result)
     if verdicts:
         text.append("")

@@ -44,6 +44,7 @@ E2E_SOURCES = {
     "view": "e2e select_destinations p50, candidates from the provider view",
     "placement": "e2e select_destinations p50, Placement's allocation candidates",
     "view-api": "e2e select_destinations p50, provider view (API feed)",
+    "view-stale": "e2e select_destinations p50, provider view without per-request freshness",
 }
 # key -> (colour, line style, marker)
 STYLES: dict[str, tuple[str, str, str]] = {
@@ -52,6 +53,7 @@ STYLES: dict[str, tuple[str, str, str]] = {
     "e2e_view": ("#2ca02c", "-", "s"),
     "e2e_placement": ("#ff7f0e", "-", "D"),
     "e2e_view-api": ("#17becf", "-", "P"),
+    "e2e_view-stale": ("#98df8a", ":", "s"),
     "nova_core": ("#d62728", "--", "X"),
     "nova_e2e": ("#7f0000", "--", "^"),
 }

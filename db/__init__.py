@@ -29,12 +29,13 @@ from db.queries import (
     get_compute_nodes,
     get_compute_nodes_by_host_or_node,
     get_compute_services,
-    get_flagged_services,
     get_host_mappings,
     get_instance_details_by_host,
     get_instance_group,
     get_instance_uuids_by_host,
     get_minimum_service_version,
+    get_service_exceptions,
+    get_service_exceptions_digest,
 )
 
 __all__ = [
@@ -58,7 +59,8 @@ __all__ = [
     "get_compute_nodes_by_host_or_node",
     "get_compute_services",
     "get_engine",
-    "get_flagged_services",
+    "get_service_exceptions",
+    "get_service_exceptions_digest",
     "get_host_mappings",
     "get_instance_group",
     "get_instance_details_by_host",

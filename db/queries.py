@@ -368,23 +368,76 @@ def get_compute_node_reports(
         return rows
 
 
-_SVC_FLAGGED = sa.select(_SVC.c.host, _SVC.c.disabled, _SVC.c.forced_down).where(
+# nova's last heartbeat of a service (the db servicegroup driver's ``is_up``)
+_SVC_HEARTBEAT = sa.func.coalesce(_SVC.c.last_seen_up, _SVC.c.created_at)
+_SVC_EXCEPTIONAL = (
     _SVC.c.binary == "nova-compute",
     _SVC.c.deleted == 0,
-    sa.or_(_SVC.c.disabled == sa.true(), _SVC.c.forced_down == sa.true()),
+    sa.or_(
+        _SVC.c.disabled == sa.true(),
+        _SVC.c.forced_down == sa.true(),
+        _SVC_HEARTBEAT.is_(None),
+        _SVC_HEARTBEAT < sa.bindparam("earliest"),
+        _SVC_HEARTBEAT > sa.bindparam("latest"),
+    ),
+)
+_SVC_EXCEPTIONS = sa.select(
+    _SVC.c.host, _SVC.c.disabled, _SVC.c.forced_down, _SVC.c.last_seen_up, _SVC.c.created_at
+).where(*_SVC_EXCEPTIONAL)
+# The exceptional services' digest: per state (disabled, forced down, heartbeat), how many
+# and the sums of their ids' first three powers (modulo a prime, in 64-bit integers on every
+# backend). Equal digests mean equal sets of (id, state) unless several services changed
+# state at once in a way whose power sums cancel out.
+_PRIME = 2_147_483_647
+_SVC_STATE = sa.case(
+    (_SVC.c.disabled == sa.true(), 1), (_SVC.c.forced_down == sa.true(), 2), else_=3
+)
+_SVC_ID = sa.cast(_SVC.c.id, sa.BigInteger)
+_SVC_ID2 = _SVC_ID * _SVC_ID % _PRIME
+_SVC_DIGEST = (
+    sa.select(
+        _SVC_STATE,
+        sa.func.count(),
+        sa.func.sum(_SVC_ID),
+        sa.func.sum(_SVC_ID2),
+        sa.func.sum(_SVC_ID2 * _SVC_ID % _PRIME),
+    )
+    .where(*_SVC_EXCEPTIONAL)
+    .group_by(_SVC_STATE)
 )
 
 
-def get_flagged_services(cell_engine: Engine) -> dict[str, tuple[bool, bool]]:
-    """``{host: (disabled, forced_down)}`` of the live ``nova-compute`` services that are
-    disabled or forced down: what a request compares with the services it holds before it
-    decides. Neither column is indexed in nova's schema: a scan of the table (about 2 ms at
-    10,000 services on MariaDB) that returns only the few flagged rows."""
+def get_service_exceptions_digest(
+    cell_engine: Engine, earliest: datetime.datetime, latest: datetime.datetime
+) -> tuple[tuple[int, ...], ...]:
+    """A digest of what ``get_service_exceptions`` would return (see ``_SVC_DIGEST``): the
+    same scan, without sending the rows. A request compares it with the digest of the last
+    rows it read, and reads the rows again only when it differs."""
+    params = {"earliest": _naive_utc(earliest), "latest": _naive_utc(latest)}
     with cell_engine.connect() as conn:
-        return {
-            host: (bool(disabled), bool(forced_down))
-            for host, disabled, forced_down in conn.execute(_SVC_FLAGGED)
-        }
+        return tuple(
+            sorted(tuple(int(v or 0) for v in row) for row in conn.execute(_SVC_DIGEST, params))
+        )
+
+
+def get_service_exceptions(
+    cell_engine: Engine, earliest: datetime.datetime, latest: datetime.datetime
+) -> dict[str, tuple[bool, bool, datetime.datetime | None]]:
+    """The live ``nova-compute`` services that are disabled, forced down, or whose last
+    heartbeat (``last_seen_up``, else ``created_at``) is missing or outside ``earliest`` ..
+    ``latest``: ``{host: (disabled, forced_down, heartbeat)}``, the heartbeat only where it
+    decides whether the service is up (None for a service disabled or forced down). What a
+    request compares with the services it holds before it decides. None of these columns is
+    indexed in nova's schema: a scan of the table (about 2 ms at 10,000 services on MariaDB)
+    that returns only the exceptional rows."""
+    params = {"earliest": _naive_utc(earliest), "latest": _naive_utc(latest)}
+    out: dict[str, tuple[bool, bool, datetime.datetime | None]] = {}
+    with cell_engine.connect() as conn:
+        for host, disabled, forced_down, seen, created in conn.execute(_SVC_EXCEPTIONS, params):
+            disabled, forced_down = bool(disabled), bool(forced_down)
+            beat = None if disabled or forced_down else (seen or created)
+            out[host] = (disabled, forced_down, beat)
+    return out
 
 
 def get_compute_services(

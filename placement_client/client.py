@@ -307,7 +307,11 @@ class PlacementClient:
 
     # -- allocation candidates ---------------------------------------------------------------
     def get_allocation_candidates(
-        self, query: AllocationCandidatesQuery | str, request_id: str | None = None
+        self,
+        query: AllocationCandidatesQuery | str,
+        request_id: str | None = None,
+        *,
+        coalesce: bool = True,
     ) -> AllocationCandidates:
         """GET /allocation_candidates at microversion 1.36.
 
@@ -315,9 +319,10 @@ class PlacementClient:
         string) does not go to Placement: it waits for that one and gets the same answer,
         which no caller may modify. The answer is then at most one round trip older than a
         query of its own would be; Placement still checks every claim against the
-        providers' capacity, as for any answer."""
+        providers' capacity, as for any answer. ``coalesce=False``: this query is sent
+        whatever is in flight (an answer that must begin after the call)."""
         qs = query if isinstance(query, str) else query.to_querystring()
-        if not self.coalesce_candidates:
+        if not (self.coalesce_candidates and coalesce):
             return self._get_allocation_candidates(qs, request_id)
         with self._flights_lock:
             flight = self._flights.get(qs)

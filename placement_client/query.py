@@ -7,6 +7,7 @@ so logs, tests and Placement's own request log look the same as under nova.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -92,6 +93,14 @@ class AllocationCandidatesQuery:
         g = QueryGroup(suffix=suffix)
         self.groups.append(g)
         return g
+
+    def confined_to(self, tree: str) -> AllocationCandidatesQuery:
+        """A copy that asks for the candidates of one provider tree alone: the unsuffixed
+        group's ``in_tree`` is ``tree`` and there is no ``limit`` (a tree has few)."""
+        query = copy.deepcopy(self)
+        query.limit = None
+        query.group("").in_tree = tree
+        return query
 
     def effective_groups(self) -> list[QueryGroup]:
         """The groups that go on the wire: empty ones are dropped, except resourceless

@@ -13,6 +13,10 @@ that reads every provider's allocations once per ``sweep_period``. Until then th
 counts the freed usage as used: it may leave a host out, never put one in that is full, and a
 view that finds no candidate hands the request to Placement.
 
+A request cannot cheaply prove this view current (a listing costs 70 µs of Placement CPU per
+provider): it may miss a change made by someone else since the last refresh, so the scheduler
+confirms every claim on its candidates with Placement first (``fresh_per_request = False``).
+
 Cost (measured in docs/benchmarks.md, "view_cost"): one listing per refresh, about 0.8 KB and
 70 µs of Placement CPU per provider, so it fits a few thousand providers at 1 s; the cold load is
 four GETs per provider.
@@ -50,6 +54,8 @@ class ApiFeed:
     """Reads providers through the Placement API (``PlacementClient``)."""
 
     name = "api"
+    # a request's view may miss changes of the last refresh interval (claims are confirmed)
+    fresh_per_request = False
 
     def __init__(
         self,

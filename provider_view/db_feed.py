@@ -28,8 +28,20 @@ read, in one snapshot:
 
 A provider is read again when its generation is not the one read, even when it is the one the
 view expects after its own claims: its allocation rows must be counted for the check above.
-Renaming or re-parenting a provider does not change its generation; the feed sees it only
-through ``updated_at``, within the margin (or at the next load).
+Renaming or re-parenting a provider does not change its generation; the feed sees it through
+``updated_at`` within the margin, and through the sums of parent and root ids otherwise.
+
+``catch_up`` is the per-request check (``ViewRefresher.ensure_fresh``): one statement, the
+providers' count and sums of generations and root ids, compared with what the view holds plus
+one generation per own claim it counts and has not read yet. Every change Placement makes to a
+provider's traits, aggregates, inventory or allocations bumps its generation, and generations
+only grow; moving a provider to another tree changes its root id (and its descendants'). Equal
+sums prove that the view holds every such change committed before the statement began, but for
+allocations deleted (usage over-counted: a host left out) and a provider moved within its tree
+(no answer of the view changes), which the polls find; when they differ, a poll without the
+allocation totals reads what changed. Cost on MariaDB: 0.18 / 1.34 / 13 ms of the database's CPU
+per check at 1,000 / 10,000 / 100,000 providers and 0.07 / 0.10 / 0.23 ms of the scheduler's
+(0.34 / 1.5 ms p50 of wall time up to 10,000); reading what changed, 7 / 14 / 65 ms more.
 
 Cost (Placement 16 on MariaDB through pymysql, 2 cores; 10k providers, 60k allocation rows):
 the cold load about 0.7 s, 0.6 s of it client CPU, most of that pymysql parsing rows; an idle
@@ -46,6 +58,7 @@ from __future__ import annotations
 import datetime
 import logging
 import sqlite3
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
@@ -61,8 +74,13 @@ from provider_view.view import ProviderView
 LOG = logging.getLogger(__name__)
 
 _CHUNK = 500  # ids per IN (...) list
+
+
 _CONNECT_TIMEOUT = 5
 _READ_TIMEOUT = 60
+# the per-request check waits less: past it the request asks Placement (one statement, about
+# 15 ms at 100,000 providers)
+_CHECK_TIMEOUT = 5
 
 # per backend: the statement that opens a read-only transaction on one snapshot, the
 # database's clock (UTC and naive, as Placement writes its timestamps), and a SUM of integers
@@ -83,6 +101,10 @@ _SUM = {
     "postgresql": "COALESCE(SUM({}), 0)",
     "sqlite": "COALESCE(SUM({}), 0)",
 }
+# the same over the providers (the per-request check's path): MySQL adds DECIMALs row by row,
+# doubles 15 % faster (1.3 against 1.5 ms at 10,000 providers), and exactly while the sum
+# stays below 2**53 (ids, generations and tree ids of a million providers sum to far less)
+_FAST_SUM = dict(_SUM, mysql="COALESCE(SUM({} + 0e0), 0)")
 
 
 def _sql(text: str, *expanding: str, **types: Any) -> sa.TextClause:
@@ -143,19 +165,43 @@ class _Sql:
         self.everything = tuple(_sql(q.format(where="")) for q, _ in parts)
         self.by_ids = tuple(_sql(q.format(where=f" WHERE {c} IN :ids"), "ids") for q, c in parts)
         self.now = _sql(f"SELECT {_NOW[backend]} AS now", now=sa.DateTime())
+        # the providers' sums: count, ids, generations, and the parent and root ids
+        # (re-parenting changes no generation). Plain sums: an expression per row costs
+        # more than the scan (weighting the ids: 2.5 against 1.8 ms at 10,000 providers).
+        fast = _FAST_SUM[backend].format
+        providers = (
+            f"SELECT COUNT(*) AS n, {fast('id')} AS ids, {fast('generation')} AS generations, "
+            f"{fast('parent_provider_id')} AS parents, {fast('root_provider_id')} AS roots "
+            "FROM resource_providers"
+        )
+        # the per-request check: one statement, one row, the providers table alone; sent
+        # as is on a DB-API cursor (no parameters, no SQLAlchemy on the request's path).
+        # Each column summed costs about 0.35 ms of the database's CPU at 10,000 providers
+        # (MariaDB): the parent ids are left out, a move within one tree changes no answer
+        # of the view, and the polls find it
+        self.stamp = (
+            f"SELECT COUNT(*), {fast('generation')}, {fast('root_provider_id')} "
+            "FROM resource_providers"
+        )
         self.checksum = _sql(
-            "SELECT p.n, p.ids, p.generations, a.alloc_rows, a.used, "
-            f"{_NOW[backend]} AS now FROM "
-            f"(SELECT COUNT(*) AS n, {total('id')} AS ids, {total('generation')} AS generations "
-            "FROM resource_providers) p CROSS JOIN "
+            "SELECT p.n, p.ids, p.generations, p.parents, p.roots, a.alloc_rows, a.used, "
+            f"{_NOW[backend]} AS now FROM ({providers}) p CROSS JOIN "
             f"(SELECT COUNT(*) AS alloc_rows, {total('used')} AS used FROM allocations) a",
+            now=sa.DateTime(),
+        )
+        self.provider_checksum = _sql(
+            f"SELECT p.n, p.ids, p.generations, p.parents, p.roots, {_NOW[backend]} AS now "
+            f"FROM ({providers}) p",
             now=sa.DateTime(),
         )
         self.window = _sql(
             "SELECT id, name, COALESCE(generation, 0), parent_provider_id, root_provider_id "
             "FROM resource_providers WHERE updated_at >= :w OR created_at >= :w"
         )
-        self.generations = _sql("SELECT id, COALESCE(generation, 0) FROM resource_providers")
+        self.generations = _sql(
+            "SELECT id, COALESCE(generation, 0), parent_provider_id, root_provider_id "
+            "FROM resource_providers"
+        )
         self.ids_of = _sql("SELECT id FROM resource_providers WHERE uuid IN :u", "u")
         self.usage = _sql(
             f"SELECT resource_provider_id, COUNT(*), {total('used')} FROM allocations "
@@ -178,10 +224,11 @@ class _Known(NamedTuple):
 class _Sums:
     """Sums over the providers the view holds, as the database's checksum row has them."""
 
-    __slots__ = ("count", "ids", "generations", "alloc_rows", "used")
+    __slots__ = ("count", "ids", "generations", "parents", "roots", "alloc_rows", "used")
 
     def __init__(self) -> None:
         self.count = self.ids = self.generations = self.alloc_rows = self.used = 0
+        self.parents = self.roots = 0
 
     def copy(self) -> _Sums:
         other = _Sums()
@@ -193,8 +240,14 @@ class _Sums:
         self.count += sign
         self.ids += sign * id_
         self.generations += sign * k.generation
+        self.parents += sign * (k.parent_id or 0)
+        self.roots += sign * (k.root_id or 0)
         self.alloc_rows += sign * k.alloc_rows
         self.used += sign * k.used
+
+    def providers(self) -> tuple[int, int, int, int, int]:
+        """What the providers' checksum must say if nothing changed."""
+        return self.count, self.ids, self.generations, self.parents, self.roots
 
 
 class _Read(NamedTuple):
@@ -219,6 +272,8 @@ class DatabaseFeed:
     """Reads providers straight from Placement's database (read-only; see the module doc)."""
 
     name = "database"
+    # catch_up proves the view current for each request
+    fresh_per_request = True
 
     def __init__(
         self,
@@ -232,6 +287,7 @@ class DatabaseFeed:
         self.margin = datetime.timedelta(seconds=margin)
         self._clock = clock
         self._engine, backend = _read_only_engine(url)
+        self._check_engine, _ = _read_only_engine(url, _CHECK_TIMEOUT, pool_size=1)
         self._begin = _BEGIN[backend]
         self._sql = _Sql(backend)
         self._known: dict[int, _Known] = {}
@@ -241,18 +297,31 @@ class DatabaseFeed:
         self._read_at: datetime.datetime | None = None  # the last snapshot, database clock
         self._last_full: float | None = None
         self._dirty: set[str] = set()  # taken from the view, not read yet
+        # one read at a time: the refresher's polls and the requests' catch_up share the
+        # feed's idea of what it read
+        self._lock = threading.Lock()
+        self._check_conn: Any = None  # the DB-API connection the per-request checks use
         # for tests, the benchmark and logs
         self.reads = 0  # providers read
         self.full_scans = 0  # polls that compared every provider's generation
         self.usage_scans = 0  # polls that counted allocations per provider
         self.window_rows = 0  # providers the last poll found written lately (and compared)
+        self.checks = 0  # catch_up calls (per-request checks)
+        self.catch_ups = 0  # catch_up calls that found a change and read it
 
     def close(self) -> None:
+        with self._lock:
+            self._drop_check_connection()
+        self._check_engine.dispose()
         self._engine.dispose()
 
     # -- the two entry points ------------------------------------------------------------------
     def load(self, view: ProviderView) -> None:
         """Read every provider into the view (the cold load), from one snapshot."""
+        with self._lock:
+            self._load(view)
+
+    def _load(self, view: ProviderView) -> None:
         started = self._clock()
         with self._snapshot() as conn:
             now = conn.execute(self._sql.now).scalar_one()
@@ -267,18 +336,77 @@ class DatabaseFeed:
 
     def poll(self, view: ProviderView) -> int:
         """Bring the view up to date; returns how many providers were read again."""
+        with self._lock:
+            return self._poll(view)
+
+    def catch_up(self, view: ProviderView) -> int:
+        """Make the view hold every change of a provider committed before this call began
+        (a request's freshness check): one statement compares the providers' sums with
+        what the view holds, its own claims counted; only when they differ, the providers
+        that changed are read (as ``poll`` finds them, without the allocation totals).
+        Allocations deleted without a generation change are left to ``poll``: usage the
+        view over-counts only leaves a host out. Returns how many providers were read."""
+        with self._lock:
+            if self._read_at is None:
+                self._load(view)
+                return len(view)
+            started = self._clock()
+            # the own claims counted now were all answered, so their generations are in the
+            # statement's snapshot; one answered later makes the sums differ (a read), never
+            # hides another change
+            pending = view.claims_pending
+            row = self._stamp()
+            self.checks += 1
+            sums = self._sums
+            expected = (sums.count, sums.generations + pending, sums.roots)
+            if expected == row:
+                view.mark_refreshed(started)
+                return 0
+            self.catch_ups += 1
+            return self._poll(view, allocations=False, dirty=False)
+
+    def _stamp(self) -> tuple[int, ...]:
+        """The providers' sums (``_Sql.stamp``) in one statement, on a connection kept for
+        it (autocommit: each statement sees every commit made before it began)."""
+        conn = self._check_conn
+        if conn is None:
+            conn = self._check_conn = self._check_engine.raw_connection()
+        try:
+            cursor = conn.cursor()
+            try:
+                cursor.execute(self._sql.stamp)
+                row = cursor.fetchone()
+            finally:
+                cursor.close()
+        except Exception:
+            self._drop_check_connection()
+            raise
+        return tuple(int(v) for v in row)
+
+    def _drop_check_connection(self) -> None:
+        conn, self._check_conn = self._check_conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+            except Exception:  # already broken: nothing more to release
+                LOG.debug("Provider view: dropping the check connection failed", exc_info=True)
+
+    def _poll(self, view: ProviderView, allocations: bool = True, dirty: bool = True) -> int:
         if self._read_at is None:
-            self.load(view)
+            self._load(view)
             return len(view)
         # taken before the snapshot begins, so that it includes what made them dirty; kept
         # until a poll succeeds
-        self._dirty |= view.take_dirty()
+        if dirty:
+            self._dirty |= view.take_dirty()
         started = self._clock()
-        full = bool(self.full_scan_every) and (
-            self._last_full is None or started - self._last_full >= self.full_scan_every
+        full = (
+            allocations
+            and bool(self.full_scan_every)
+            and (self._last_full is None or started - self._last_full >= self.full_scan_every)
         )
         with self._snapshot() as conn:
-            found = self._changes(conn, full)
+            found = self._changes(conn, full, allocations)
         gone = [self._known[i].uuid for i in found.removed]
         view.apply([rec for rec, _ in found.read.values()], gone, started)
         self._remember({i: k for i, (_, k) in found.read.items()}, found.removed)
@@ -287,16 +415,21 @@ class DatabaseFeed:
             self._last_full = started
         if found.orphans is not None:
             self._orphans = found.orphans
-        self._dirty = set()
+        if dirty:
+            self._dirty = set()
         view.mark_refreshed(started)
         self.reads += len(found.read)
         return len(found.read)
 
     # -- finding what changed ------------------------------------------------------------------
-    def _changes(self, conn: Connection, full: bool) -> _Found:
-        """In one snapshot: the providers that changed, read again, and those deleted."""
+    def _changes(self, conn: Connection, full: bool, allocations: bool = True) -> _Found:
+        """In one snapshot: the providers that changed, read again, and those deleted
+        (``allocations``: and those whose allocations were deleted without a generation
+        change)."""
         known = self._known
-        check = conn.execute(self._sql.checksum).one()
+        check = conn.execute(
+            self._sql.checksum if allocations else self._sql.provider_checksum
+        ).one()
         wanted: set[int] = set()
         removed: set[int] = set()
 
@@ -311,6 +444,8 @@ class DatabaseFeed:
                 expect.count += 1
                 expect.ids += id_
                 expect.generations += gen
+                expect.parents += parent_id or 0
+                expect.roots += root_id or 0
                 wanted.add(id_)
             elif (k.generation, k.name, k.parent_id, k.root_id) != (
                 gen,
@@ -319,20 +454,26 @@ class DatabaseFeed:
                 root_id,
             ):
                 expect.generations += gen - k.generation
+                expect.parents += (parent_id or 0) - (k.parent_id or 0)
+                expect.roots += (root_id or 0) - (k.root_id or 0)
                 wanted.add(id_)
 
         # what the window missed: a deletion, a late commit, a clock that is off
-        db_sums = (int(check.n), int(check.ids), int(check.generations))
-        if not full and (expect.count, expect.ids, expect.generations) != db_sums:
+        db_sums = tuple(int(v) for v in check[:5])
+        if not full and expect.providers() != db_sums:
             LOG.debug("Provider view: providers changed outside the window; comparing all")
             full = True
         if full:
             self.full_scans += 1
             seen = set()
-            for id_, gen in conn.execute(self._sql.generations):
+            for id_, gen, parent_id, root_id in conn.execute(self._sql.generations):
                 seen.add(id_)
                 k = known.get(id_)
-                if k is None or k.generation != gen:
+                if k is None or (k.generation, k.parent_id, k.root_id) != (
+                    gen,
+                    parent_id,
+                    root_id,
+                ):
                     wanted.add(id_)
             removed = set(known) - seen
 
@@ -352,6 +493,8 @@ class DatabaseFeed:
                 after.add(id_, known[id_], -1)
             after.add(id_, k)
         orphans = None
+        if not allocations:
+            return _Found(read, removed, full, orphans, check.now)
         db_rows = int(check.alloc_rows) - self._orphans[0]
         db_used = int(check.used) - self._orphans[1]
         if (after.alloc_rows, after.used) != (db_rows, db_used):
@@ -485,7 +628,9 @@ def _chunks(ids: list[Any]) -> Iterator[list[Any]]:
         yield ids[i : i + _CHUNK]
 
 
-def _read_only_engine(url: str) -> tuple[sa.Engine, str]:
+def _read_only_engine(
+    url: str, read_timeout: int = _READ_TIMEOUT, pool_size: int = 1
+) -> tuple[sa.Engine, str]:
     """An engine whose connections stay in autocommit mode (the feed opens its own read-only
     transactions), and the backend's name."""
     parsed = make_url(url)
@@ -497,22 +642,24 @@ def _read_only_engine(url: str) -> tuple[sa.Engine, str]:
     kwargs: dict[str, Any] = {
         "isolation_level": "AUTOCOMMIT",
         "pool_pre_ping": True,
-        "pool_size": 1,
+        "pool_size": pool_size,
         "max_overflow": 2,
     }
     if backend == "mysql":
         connect_args: dict[str, Any] = {"connect_timeout": _CONNECT_TIMEOUT}
         if parsed.get_driver_name() == "pymysql":
             connect_args.update(
-                read_timeout=_READ_TIMEOUT,
-                write_timeout=_READ_TIMEOUT,
+                read_timeout=read_timeout,
+                write_timeout=read_timeout,
                 init_command="SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
             )
         kwargs["connect_args"] = connect_args
     elif backend == "postgresql":
         kwargs["connect_args"] = {
             "connect_timeout": _CONNECT_TIMEOUT,
-            "options": "-c default_transaction_read_only=on",
+            "options": (
+                f"-c default_transaction_read_only=on -c statement_timeout={read_timeout * 1000}"
+            ),
         }
     elif backend == "sqlite":
         path = parsed.database

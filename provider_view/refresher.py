@@ -1,4 +1,5 @@
-"""The thread that loads the provider view and keeps it current."""
+"""The thread that loads the provider view and keeps it current, and the per-request check
+that makes a request see every change committed before it arrived (``ensure_fresh``)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,15 @@ LOG = logging.getLogger(__name__)
 # a refresh asked for by mark_dirty (a refused claim, a rollback) waits at least this long
 # after the previous one, so that a burst of refusals costs one refresh
 _MIN_GAP = 0.05
+# the longest a request waits for a check another request has in flight before it asks
+# Placement instead
+_FRESH_WAIT = 5.0
 
 
 class Feed(Protocol):
     name: str
+    # True: ``catch_up(view)`` brings the view up to every change committed before the call
+    fresh_per_request: bool
 
     def load(self, view: ProviderView) -> None: ...
 
@@ -43,6 +49,24 @@ class ViewRefresher:
         self.failures = 0
         self.last_error: str | None = None
         self.last_poll_seconds = 0.0
+        # the per-request check in flight: when it began (the view's clock), or None
+        self._checking: float | None = None
+        self._check_done = threading.Condition()
+        self.fresh_checks = 0  # checks made for requests (others shared them)
+        self.fresh_shared = 0  # requests answered by a check another request made
+
+    @property
+    def fresh_per_request(self) -> bool:
+        """Whether ``ensure_fresh`` proves the view current for each request (the
+        database feed); the API feed cannot, cheaply."""
+        return bool(getattr(self.feed, "fresh_per_request", False))
+
+    @property
+    def may_miss_changes(self) -> bool:
+        """Whether the view a request decides on may miss a change committed before the
+        request arrived (the API feed): claims on its candidates are then confirmed with
+        Placement first. A feed that says nothing (a test's stand-in) is taken at its word."""
+        return getattr(self.feed, "fresh_per_request", True) is False
 
     def start(self, load_now: bool | None = None) -> None:
         """Start refreshing. ``load_now`` (default: unless the feed is the API, whose cold
@@ -87,6 +111,51 @@ class ViewRefresher:
         )
         self.loaded.set()
         return True
+
+    def ensure_fresh(self, since: float, wait: float = _FRESH_WAIT) -> str | None:
+        """Make sure the view holds every change committed before ``since`` (the view's
+        clock): a check that began at or after it has finished. Concurrent requests share
+        one check: a request that finds one in flight that began after ``since`` waits for
+        it, else it waits for that one to end and the next check is made. Returns None when
+        the view is fresh, else why not (the caller asks Placement)."""
+        view = self.view
+        if not view.loaded:
+            return "the provider view is not loaded yet"
+        clock = view.now
+        deadline = clock() + wait
+        with self._check_done:
+            while True:
+                done = view.refreshed_at
+                if done is not None and done >= since:
+                    self.fresh_shared += 1
+                    return None
+                if self._checking is None:
+                    break
+                left = deadline - clock()
+                if left <= 0:
+                    return "the provider view's freshness check took too long"
+                self._check_done.wait(left)
+            if self.failures:
+                return f"the provider view's refreshes are failing ({self.last_error})"
+            self._checking = started = clock()
+        try:
+            self.feed.catch_up(view)  # type: ignore[attr-defined]
+            self.fresh_checks += 1
+        except Exception as exc:  # any failure: this request asks Placement
+            LOG.warning(
+                "The provider view could not be checked through the %s feed: %s",
+                self.feed.name,
+                exc,
+            )
+            return f"the provider view could not be checked: {exc}"
+        finally:
+            with self._check_done:
+                self._checking = None
+                self._check_done.notify_all()
+        done = view.refreshed_at
+        if done is None or done < started:
+            return "the provider view could not be checked"
+        return None
 
     def poll_once(self) -> None:
         started = time.monotonic()

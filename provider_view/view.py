@@ -18,6 +18,7 @@ Placement refuses marks its providers dirty (``mark_dirty``) and the refresher r
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -30,6 +31,8 @@ import numpy as np
 
 from placement_client import AllocationCandidates, AllocationCandidatesQuery
 from provider_view.model import ProviderRecord
+
+LOG = logging.getLogger(__name__)
 
 _NO_ROOTS: frozenset[str] = frozenset()
 # consumers whose own claims are remembered for forget() after Placement confirmed them
@@ -173,6 +176,14 @@ class ProviderView:
         self.changed = threading.Event()  # set when something asks for a refresh now
         self.alloc_rows_total = 0
         self.used_total = 0
+        # own claims counted and not yet in a read (each bumped its provider's generation
+        # once): the database feed's per-request check expects them in Placement's sums
+        self.claims_pending = 0
+        # called with (consumer, provider) when a read shows that a consumer no longer holds
+        # that provider: an own claim a read that began after it does not include (deleted),
+        # or a consumer the previous read of the provider showed. Outside the view's lock;
+        # what it raises is logged and swallowed.
+        self.on_consumer_gone: Callable[[str, str], None] | None = None
 
     # -- the feed's side ---------------------------------------------------------------------
     def replace_all(self, records: Iterable[ProviderRecord], fetched_at: float) -> None:
@@ -181,9 +192,10 @@ class ProviderView:
         records = list(records)
         with self._lock:
             gone = set(self._entries) - {r.uuid for r in records}
-            self._apply(records, gone, fetched_at)
+            left = self._apply(records, gone, fetched_at)
             self._loaded = True
             self._refreshed_at = fetched_at
+        self._tell_consumers_gone(left)
 
     def apply(
         self, records: Iterable[ProviderRecord], removed: Iterable[str], fetched_at: float
@@ -191,7 +203,8 @@ class ProviderView:
         """Providers read again (``fetched_at``: monotonic time the read began) and
         providers that no longer exist."""
         with self._lock:
-            self._apply(list(records), set(removed), fetched_at)
+            left = self._apply(list(records), set(removed), fetched_at)
+        self._tell_consumers_gone(left)
 
     def mark_refreshed(self, started_at: float) -> None:
         """A refresh that began at ``started_at`` has seen every change made before it."""
@@ -199,31 +212,65 @@ class ProviderView:
             if self._refreshed_at is None or started_at > self._refreshed_at:
                 self._refreshed_at = started_at
 
-    def _apply(self, records: list[ProviderRecord], removed: set[str], fetched_at: float) -> None:
+    @property
+    def refreshed_at(self) -> float | None:
+        """When (the view's clock) the last refresh that saw every change made before it
+        began; None before the first read."""
+        return self._refreshed_at
+
+    def _apply(
+        self, records: list[ProviderRecord], removed: set[str], fetched_at: float
+    ) -> list[tuple[str, str]]:
+        """Apply a read; returns the (consumer, provider) pairs the read shows gone."""
+        left: list[tuple[str, str]] = []
         for uuid in removed:
             old = self._entries.pop(uuid, None)
             if old is not None:
                 self._unindex(old)
+                self.claims_pending -= len(old.claims)
             self._dirty.pop(uuid, None)
         for rec in records:
             old = self._entries.get(rec.uuid)
             entry = _Entry(rec)
             if old is not None:
                 self._unindex(old)
-                # keep the own claims the read may have been too early to see
-                kept = {
-                    c: claim
-                    for c, claim in old.claims.items()
-                    if c not in rec.consumers and claim[1] >= fetched_at
-                }
+                self.claims_pending -= len(old.claims)
+                # keep the own claims the read may have been too early to see; one the
+                # read began after and does not include was deleted
+                kept = {}
+                for c, claim in old.claims.items():
+                    if c in rec.consumers:
+                        continue
+                    if claim[1] >= fetched_at:
+                        kept[c] = claim
+                    else:
+                        left.append((c, rec.uuid))
                 if kept:
                     entry.claims = kept
                     entry.recompute()
+                    self.claims_pending += len(kept)
+                if old.rec.consumers:
+                    left.extend((c, rec.uuid) for c in old.rec.consumers - rec.consumers)
             self._entries[rec.uuid] = entry
             self._index(entry)
             marked = self._dirty.get(rec.uuid)
             if marked is not None and marked <= fetched_at:
                 del self._dirty[rec.uuid]
+        return left
+
+    def _tell_consumers_gone(self, left: list[tuple[str, str]]) -> None:
+        hook = self.on_consumer_gone
+        if hook is None or not left:
+            return
+        for consumer, provider in left:
+            try:
+                hook(consumer, provider)
+            except Exception:  # the view's refresh must go on whatever the hook does
+                LOG.exception(
+                    "The provider view's on_consumer_gone hook failed for %s on %s",
+                    consumer,
+                    provider,
+                )
 
     def _index(self, entry: _Entry) -> None:
         rec = entry.rec
@@ -356,6 +403,10 @@ class ProviderView:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def now(self) -> float:
+        """The view's clock (monotonic seconds): what ``refreshed_at`` and the feeds use."""
+        return self._clock()
+
     def age(self) -> float | None:
         """Seconds since the last refresh began; None before the first read."""
         at = self._refreshed_at
@@ -379,6 +430,8 @@ class ProviderView:
                     self._dirty[rp] = now
                     self.changed.set()
                     continue
+                if consumer not in entry.claims:
+                    self.claims_pending += 1
                 entry.claims[consumer] = (resources, now)
                 entry.recompute()
                 self._write(entry)
@@ -398,6 +451,7 @@ class ProviderView:
                 if entry is None:
                     continue
                 if entry.claims.pop(consumer, None) is not None:
+                    self.claims_pending -= 1
                     entry.recompute()
                     self._write(entry)
                 if consumer in entry.rec.consumers:

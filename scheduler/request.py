@@ -82,6 +82,9 @@ class SchedulingRequest(RequestSpec):
     # length of that budget in seconds
     deadline: float = math.inf
     deadline_seconds: float = math.inf
+    # when the request arrived (time.monotonic()): what it reads includes every change
+    # committed before then (the host cache's reads started since; None: when asked)
+    arrived_at: float | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
 
     @classmethod

@@ -35,6 +35,7 @@ from placement_client import (
     PlacementConnectionError,
     PlacementError,
 )
+from provider_view import unsupported_reason
 from scheduler.conf import CONF
 from scheduler.exceptions import (
     AllocationUpdateFailed,
@@ -207,6 +208,15 @@ class FilterScheduler:
             view = view_from_conf(conf, placement)
         self.view_refresher = view or None
         self.view = self.view_refresher.view if self.view_refresher else None
+        # Placement no longer holding an instance's allocation on a compute node ends our
+        # consumption of it there (a failed move's pre-check, a delete before the build)
+        release_consumer = getattr(host_manager, "release_consumer", None)
+        if (
+            self.view is not None
+            and release_consumer is not None
+            and hasattr(self.view, "on_consumer_gone")
+        ):
+            self.view.on_consumer_gone = release_consumer
         self.deferred_deletes = DeferredDeletes(placement)
         self.claim_locks = ClaimLocks()
         prefilters.warn_unimplemented_toggles(conf)
@@ -278,9 +288,16 @@ class FilterScheduler:
 
     def update_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
         self.host_manager.instance_tracker.update_instance_info(host_name, instance_uuids)
+        # the instances are on that host: no other host counts them any more
+        release = getattr(self.host_manager, "release_moved_instances", None)
+        if release is not None:
+            release(host_name, instance_uuids)
 
     def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
         self.host_manager.instance_tracker.delete_instance_info(host_name, instance_uuid)
+        release = getattr(self.host_manager, "release_deleted_instance", None)
+        if release is not None:
+            release(host_name, instance_uuid)
         if self.view is not None:
             # nova deletes an instance's allocations with DELETE /allocations, which leaves
             # the provider's generation as it was: read the host's providers again
@@ -290,6 +307,9 @@ class FilterScheduler:
 
     def sync_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
         self.host_manager.instance_tracker.sync_instance_info(host_name, instance_uuids)
+        release = getattr(self.host_manager, "release_unlisted_instances", None)
+        if release is not None:
+            release(host_name, instance_uuids)
 
     def select_destinations(
         self,
@@ -368,7 +388,8 @@ class FilterScheduler:
             user_id=getattr(context, "user_id", None),
         )
         req.deadline_seconds = self._deadline_seconds()
-        req.deadline = _clock() + req.deadline_seconds
+        req.arrived_at = _clock()
+        req.deadline = req.arrived_at + req.deadline_seconds
         return req
 
     def _deadline_seconds(self) -> float:
@@ -384,6 +405,7 @@ class FilterScheduler:
     def all_hosts(self, req: SchedulingRequest) -> list[HostState]:
         """Every host of the request's cells, without asking Placement (rebuild checks)."""
         with req.timed("host_states"):
+            self.host_manager.sync_aggregates(req.arrived_at)
             return self.host_manager.get_host_states_by_uuids(None, req, request_id=req.request_id)
 
     def placement_hosts(self, req: SchedulingRequest) -> list[HostState]:
@@ -427,17 +449,32 @@ class FilterScheduler:
                 step.hosts, step.weights = self.weight_handler.rank(report.hosts, req)
         return step
 
-    def consume(self, req: SchedulingRequest, host: HostState, instance_uuid: str | None) -> None:
-        """Count the instance on the host, and on the request's server group."""
-        host.consume_from_request(req)
+    def consume(self, req: SchedulingRequest, host: HostState, instance_uuid: str | None) -> str:
+        """Count the instance on the host, and on the request's server group. Returns the
+        key the host counts it under (the instance uuid, else one of the host's own)."""
+        max_age = getattr(self.conf.scheduler, "consumption_max_age", None) or None
+        key = host.consume_from_request(req, instance_uuid, max_age=max_age)
+        track = getattr(self.host_manager, "track_consumption", None)
+        if track is not None:
+            track(host, key)
         group = req.instance_group
         if group is not None:
             group.hosts.append(host.host)
             if instance_uuid:
                 # copy-on-write: the instance tracker's snapshots are shared and read-only
                 host.instances = {**(host.instances or {}), instance_uuid: None}
+        return key
 
     def _run_prefilters(self, req: SchedulingRequest) -> None:
+        # the cells are read (services, compute-node reports) while the prefilters and the
+        # Placement query run; the host states join those reads
+        prefetch = getattr(self.host_manager, "prefetch", None)
+        if prefetch is not None:
+            prefetch(req)
+        # nova's request filters read the aggregates per request: ours must include every
+        # change committed before the request arrived
+        with req.timed("aggregates"):
+            self.host_manager.sync_aggregates(req.arrived_at)
         try:
             applied = prefilters.process_reqspec(req, self.host_manager, self.conf)
         except RequestFilterFailed as exc:
@@ -542,6 +579,8 @@ class FilterScheduler:
             return None
         answers = []
         with req.timed("view"):
+            if not self._view_fresh_for(req, queries):
+                return None
             for q in queries:
                 try:
                     answer = view.candidates(q)
@@ -569,6 +608,26 @@ class FilterScheduler:
                 req.view_age or 0.0,
             )
         return candidates
+
+    def _view_fresh_for(self, req: SchedulingRequest, queries: list[Any]) -> bool:
+        """With a feed that can prove it (the database feed), make the view hold every
+        change committed before now, which is after the request arrived: nova reads
+        Placement afresh for each request, and so must the view. False (the reason in
+        ``req.view_declined``): ask Placement."""
+        refresher = self.view_refresher
+        if refresher is None or not refresher.fresh_per_request:
+            return True
+        if not self.conf.scheduler.read_your_writes:
+            return True  # the view as its last refresh left it
+        for q in queries:
+            if unsupported_reason(q) is not None:
+                return True  # the view declines the query itself: no check needed
+        declined = refresher.ensure_fresh(refresher.view.now())
+        if declined is None:
+            return True
+        req.view_declined = declined
+        LOG.debug("Provider view not used: %s", declined)
+        return False
 
     def _narrow(
         self, req: SchedulingRequest, hosts: list[HostState]
@@ -649,9 +708,11 @@ class FilterScheduler:
         if not cands:
             LOG.debug("Host %s has no allocation candidate left; skipping it", host.host)
             return None
+        alloc_req = cands[0]
+        if self._confirms_claims(req) and not self._confirm_claim(req, host, alloc_req):
+            return None
         # a rollback that could not reach Placement must not delete this new claim later
         self.deferred_deletes.discard(instance_uuid)
-        alloc_req = cands[0]
         LOG.debug(
             "Attempting to claim resources in the placement API for instance %s on %s",
             instance_uuid,
@@ -719,6 +780,82 @@ class FilterScheduler:
             req.claims_made += 1
             self._assume(instance_uuid, alloc_req)
             return alloc_req
+
+    def _confirms_claims(self, req: SchedulingRequest) -> bool:
+        """Whether the host's allocation request is confirmed with Placement before its
+        claim: candidates from a view that may have missed a change (the API feed), or
+        every view-sourced claim with ``[placement] view_confirm_claims = always``."""
+        if req.candidate_source != "view" or self.view_refresher is None:
+            return False
+        if self.conf.placement.view_confirm_claims == "always":
+            return True
+        return self.view_refresher.may_miss_changes
+
+    def _confirm_claim(
+        self, req: SchedulingRequest, host: HostState, alloc_req: dict[str, Any]
+    ) -> bool:
+        """Whether Placement still offers ``alloc_req`` for this request: the request's own
+        queries confined to the host's provider tree (a claim checks capacity, not traits,
+        aggregates or trees). When it does not, the host is not claimed: its providers are
+        read again and the caller tries the next host, as after a refused claim. When
+        Placement cannot answer, the host is not claimed either (unreachable: the request
+        stops, as for a claim)."""
+        providers = alloc_req.get("allocations") or {}
+        wanted = _resources_by_provider(providers)
+        first = next(iter(providers), None)
+        rec = self.view.record(first) if self.view is not None and first else None
+        tree = rec.root_uuid if rec is not None else first
+        if not tree:
+            return True
+        with req.timed("claim_confirm"):
+            try:
+                offered = False
+                # the request's queries as its candidates were asked (build_queries is a
+                # function of the request), each confined to the host's tree
+                for q in query.build_queries(req, conf=self.conf, unlimited=True):
+                    answer = self.placement.get_allocation_candidates(
+                        q.confined_to(tree), request_id=req.request_id, coalesce=False
+                    )
+                    if any(
+                        _resources_by_provider(a.get("allocations")) == wanted
+                        for a in answer.allocation_requests
+                    ):
+                        offered = True
+                        break
+            except PlacementConnectionError as exc:
+                LOG.error(
+                    "Placement unreachable confirming %s for %s: %s",
+                    host.host,
+                    req.instance_uuid,
+                    exc,
+                )
+                metrics.M.claim_confirmations.labels(result="error").inc()
+                req.placement_unreachable = str(exc)
+                req.claims_unsent += 1
+                return False
+            except PlacementError as exc:
+                LOG.warning("Placement error confirming %s: %s", host.host, exc)
+                metrics.M.claim_confirmations.labels(result="error").inc()
+                req.claim_errors += 1
+                req.placement_errors.append(str(exc))
+                return False
+        if offered:
+            metrics.M.claim_confirmations.labels(result="confirmed").inc()
+            return True
+        LOG.info(
+            "Placement no longer offers host %s for this request (the provider view had not "
+            "seen a change); not claiming it",
+            host.host,
+        )
+        metrics.M.claim_confirmations.labels(result="refused").inc()
+        req.claim_failures += 1
+        req.placement_errors.append(
+            f"host {host.host} is no longer a candidate for {req.query_text} (a change the "
+            "provider view had not seen yet)"
+        )
+        if self.view is not None:
+            self.view.mark_dirty(providers)
+        return False
 
     def _claim_wait(self, req: SchedulingRequest) -> float:
         """How long a claim may wait for another claim of the same host: at most one
@@ -847,6 +984,7 @@ class FilterScheduler:
         request, the chosen hosts' nor the alternates'."""
         num = len(instance_uuids) if instance_uuids else req.num_instances
         chosen: list[tuple[HostState, dict[str, Any] | None]] = []
+        keys: list[str] = []
         index = 0
         try:
             for index in range(num):
@@ -858,14 +996,19 @@ class FilterScheduler:
                     break
                 host = hosts[0]
                 chosen.append((host, None))
-                self.consume(req, host, instance_uuid)
+                keys.append(self.consume(req, host, instance_uuid))
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
             if len(chosen) < num:
                 raise self.not_enough(req, len(chosen), num)
             return self._with_alternates(req, chosen, hosts, index, return_alternates, False)
         except BaseException:
-            self._rollback(req, [h for h, _ in chosen])
+            self._rollback(req, [h for h, _ in chosen], keys)
             raise
+        finally:
+            if req.is_rebuild:
+                # a rebuild check claims nothing and the instance stays where it is: its
+                # consumption served this request's alternates only
+                _release_on(chosen, keys, "rebuild")
 
     def _with_alternates(
         self,
@@ -885,6 +1028,7 @@ class FilterScheduler:
             # the chosen hosts have consumed: filter and weigh again for accurate alternates
             hosts = self._get_sorted_hosts(req, hosts, index)
         chosen_keys = {(h.host, h.nodename) for h, _ in chosen}
+        confirm = claimed and num_alts > 0 and self._confirms_claims(req)
         out: list[list[Selection]] = []
         for host, alloc_req in chosen:
             selections = [self._selection(req, host, alloc_req)]
@@ -897,8 +1041,13 @@ class FilterScheduler:
                     selections.append(self._selection(req, alt, None))
                     continue
                 cands = req.candidates_for(alt)
-                if cands:
-                    selections.append(self._selection(req, alt, cands[0]))
+                if not cands:
+                    continue
+                # the conductor claims an alternate as it is: from a view that may have
+                # missed a change, Placement confirms it first (as the chosen host's claim)
+                if confirm and not self._confirm_claim(req, alt, cands[0]):
+                    continue
+                selections.append(self._selection(req, alt, cands[0]))
             out.append(selections)
         return out
 
@@ -931,7 +1080,14 @@ class FilterScheduler:
             availability_zone=host.availability_zone or self.conf.default_availability_zone,
         )
 
-    def _rollback(self, req: SchedulingRequest, hosts: Iterable[HostState]) -> None:
+    def _rollback(
+        self,
+        req: SchedulingRequest,
+        hosts: Iterable[HostState],
+        keys: Iterable[str] | None = None,
+    ) -> None:
+        """Delete the request's claims and stop counting what it consumed on ``hosts``
+        (under ``keys``; by default its claimed instances' uuids)."""
         # every consumer this request may have written: its claims, and the claims whose
         # outcome could not be settled (DELETE is idempotent)
         consumers = list(dict.fromkeys(req.claimed + req.possibly_claimed))
@@ -956,18 +1112,24 @@ class FilterScheduler:
                     self.view.forget(instance_uuid)
         req.claimed.clear()
         req.possibly_claimed.clear()
-        # our consumption is void: take the cell database's numbers again (nova clears
-        # ``updated`` and rebuilds its HostStates on the next request; ours are cached)
+        # our consumption is void (nova rebuilds its HostStates on the next request; ours
+        # are cached): each host counts its last report and the consumptions of others
         hosts = list(hosts)
-        forget = getattr(self.host_manager, "forget_consumption", None)
-        if forget is not None:
+        released = set(consumers if keys is None else keys)
+        unique = list({id(h): h for h in hosts}.values())
+        for host in unique:
             try:
-                forget(hosts)
+                host.release_consumption(released, "rollback")
             except Exception:
-                LOG.exception("Could not reset the consumption of %d host(s)", len(hosts))
-        else:
-            for host in hosts:
-                host.updated = None
+                LOG.exception("Could not release the consumption on host %s", host.host)
+        if not hasattr(self.host_manager, "track_consumption"):
+            # a host cache of its own (the caching scheduler's) re-reads them later
+            forget = getattr(self.host_manager, "forget_consumption", None)
+            if forget is not None:
+                try:
+                    forget(hosts)
+                except Exception:
+                    LOG.exception("Could not reset the consumption of %d host(s)", len(hosts))
 
     def not_enough_reason(self, req: SchedulingRequest, got: int, wanted: int) -> str:
         """Why fewer hosts than instances were found (see ``not_enough``)."""
@@ -1014,6 +1176,16 @@ class FilterScheduler:
         else:
             parts.append("There are not enough hosts available.")
         return NoValidHost(" ".join(parts), cause, filter_name)
+
+
+def _release_on(chosen: list[tuple[HostState, Any]], keys: list[str], reason: str) -> None:
+    """Stop counting ``keys`` on the hosts of ``chosen`` (the consumptions of one request)."""
+    wanted = set(keys)
+    for host in {id(h): h for h, _ in chosen}.values():
+        try:
+            host.release_consumption(wanted, reason)
+        except Exception:
+            LOG.exception("Could not release the consumption on host %s", host.host)
 
 
 def _count_claim_retry() -> None:

@@ -30,6 +30,10 @@ A host costs the cyclic garbage collector one object (the snapshot's read-only p
 dict behind it holds only strings and None and is not tracked): at 100k hosts the tracker
 adds 100k objects to every full collection, not twice as many.
 
+The same casts end this scheduler's own consumption of the instances they name (the driver
+passes them on to ``HostManager.release_*``): a deleted instance, one another host has, one
+its host no longer lists. That happens whether or not the tracker is on.
+
 ``[filter_scheduler] track_instance_changes = False`` turns the tracker off: casts are
 ignored and every host is read from the database (nova still applies casts that arrive;
 nova-compute sends none when its own option is False).

@@ -4,8 +4,9 @@ HostStates live in a cache keyed by compute-node uuid. Each request refreshes, p
 the rows changed since the last read, reading the cells in parallel with a per-cell timeout: a
 cell that fails or does not answer in time is skipped and the request goes on with the others
 (``_CellHealth`` logs it once when it fails, with reminders, and once when it recovers). A
-host this scheduler consumed from keeps that consumption until its compute node reports newer
-data.
+host this scheduler consumed from counts that consumption on top of its last report until the
+compute node reports newer data, nova says the instance is gone or elsewhere, its claim is
+rolled back, Placement no longer holds it, or ``consumption_max_age`` passes.
 
 Two kinds of read keep a cell current. Every request reads the compute nodes whose
 ``updated_at`` moved (usage reports: an index range scan). At most every
@@ -45,6 +46,7 @@ from scheduler.hosts.instances import InstanceTracker
 from scheduler.hosts.state import HostState
 from scheduler.hosts.table import HostTable
 from scheduler.objects import Aggregate, RequestSpec
+from scheduler.request import SchedulingRequest
 from scheduler.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
@@ -57,6 +59,13 @@ CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 # whole seconds, and clocks drift: each read goes back this far behind the start of the
 # previous one so that no row committed in between is lost.
 _WATERMARK_SLACK = datetime.timedelta(seconds=5)
+# A consumption counted within this long before nova-compute's sync_instance_info is not
+# released by it: the compute's list (read from a database replica) cannot hold an instance
+# that has not reached its claim yet (the conductor's work after our answer, the compute's
+# build queue).
+_SYNC_GRACE = datetime.timedelta(seconds=30)
+# at most this often, the sweep of expired consumptions runs from a consumption
+_SWEEP_SECONDS = 10.0
 # A request's read of compute-node reports, while the refresher thread reads the whole slack
 # every service_refresh_interval: a report committed later than this is applied by the
 # refresher's next read instead.
@@ -66,6 +75,13 @@ _REPORT_SLACK = datetime.timedelta(seconds=1)
 # heartbeat. The slack covers DATETIME's whole seconds. At 100k hosts every second of slack
 # is 10,000 heartbeat rows re-read per window read.
 _SERVICE_SLACK = datetime.timedelta(seconds=2)
+# A service whose last heartbeat is this many seconds or more away from going stale
+# (service_down_time) is up for sure: its heartbeat held may be a refresher read old. Those
+# closer to it, or past it, are read by every request (HostManager._heartbeat_band).
+_HEARTBEAT_MARGIN = 10.0
+# An update of an aggregate or its metadata within this long before the last whole read of
+# the aggregates began may be hidden by DATETIME's whole seconds: such a read is repeated.
+_AGGREGATES_SLACK = datetime.timedelta(seconds=2)
 # Every so often a cell is read whole again. That bounds how long a change can be missed when
 # a writer's clock lags ours by more than the slack, and drops soft-deleted services, which the
 # incremental service query cannot see.
@@ -235,33 +251,68 @@ class _CellHealth:
             took = now - (self.reading_since or now)
             count = not self._counted
             self.reading_since, self._counted = None, False
-            self.errored = exc is not None
-            if exc is not None:
-                first = f"Error reading cell {cell.name} ({cell.uuid}){_req(request_id)}: {exc}"
-                self._failed(cell, now, interval, first, f"error: {exc}", request_id, count)
-                if count:
-                    metrics.M.cell_read_failures.labels(cell=cell.name, reason="error").inc()
-                return
-            if took > timeout:
-                first = (
-                    f"Reading cell {cell.name} ({cell.uuid}) took {took:.1f} s: it did not "
-                    f"answer within cell_timeout ({timeout:.1f} s){_req(request_id)}"
-                )
-                reason = f"a read took {took:.1f} s, longer than cell_timeout"
-                self._failed(cell, now, interval, first, reason, request_id, count)
-                if count:
-                    metrics.M.cell_read_failures.labels(cell=cell.name, reason="timeout").inc()
-                return
-            self.last_ok_at = time.time()
-            if self.failing_since is not None:
-                LOG.info(
-                    "Cell %s (%s) answers again after %.1f s (%d failed read(s))",
-                    cell.name,
-                    cell.uuid,
-                    now - self.failing_since,
-                    self.failures,
-                )
-                self.failing_since, self.failures, self.reminded_at = None, 0, 0.0
+            self._ended(cell, now, took, timeout, interval, request_id, exc, count)
+
+    def request_read_ended(
+        self,
+        cell: Cell,
+        took: float,
+        timeout: float,
+        interval: float,
+        request_id: str | None,
+        exc: BaseException | None = None,
+    ) -> None:
+        """A request's own read of the cell's changes ended (``took`` seconds). Such reads
+        run beside the refresher's and each other's, so they leave the read in flight
+        alone."""
+        with self._lock:
+            now = time.monotonic()
+            # while another read is stuck, one that answers does not end the failure
+            stuck = self.reading_since is not None and now - self.reading_since > timeout
+            self._ended(
+                cell, now, took, timeout, interval, request_id, exc, True, recover=not stuck
+            )
+
+    def _ended(
+        self,
+        cell: Cell,
+        now: float,
+        took: float,
+        timeout: float,
+        interval: float,
+        request_id: str | None,
+        exc: BaseException | None,
+        count: bool,
+        *,
+        recover: bool = True,
+    ) -> None:
+        self.errored = exc is not None
+        if exc is not None:
+            first = f"Error reading cell {cell.name} ({cell.uuid}){_req(request_id)}: {exc}"
+            self._failed(cell, now, interval, first, f"error: {exc}", request_id, count)
+            if count:
+                metrics.M.cell_read_failures.labels(cell=cell.name, reason="error").inc()
+            return
+        if took > timeout:
+            first = (
+                f"Reading cell {cell.name} ({cell.uuid}) took {took:.1f} s: it did not "
+                f"answer within cell_timeout ({timeout:.1f} s){_req(request_id)}"
+            )
+            reason = f"a read took {took:.1f} s, longer than cell_timeout"
+            self._failed(cell, now, interval, first, reason, request_id, count)
+            if count:
+                metrics.M.cell_read_failures.labels(cell=cell.name, reason="timeout").inc()
+            return
+        self.last_ok_at = time.time()
+        if self.failing_since is not None and recover:
+            LOG.info(
+                "Cell %s (%s) answers again after %.1f s (%d failed read(s))",
+                cell.name,
+                cell.uuid,
+                now - self.failing_since,
+                self.failures,
+            )
+            self.failing_since, self.failures, self.reminded_at = None, 0, 0.0
 
     def timed_out(
         self, cell: Cell, timeout: float, interval: float, request_id: str | None, *, waited: bool
@@ -283,8 +334,7 @@ class _CellHealth:
                 first = (
                     f"Cell {cell.name} ({cell.uuid}) did not answer within cell_timeout "
                     f"({timeout:.1f} s): a read has been in flight for "
-                    f"{now - (self.reading_since or now):.1f} s; serving its hosts as last "
-                    f"read{_req(request_id)}"
+                    f"{now - (self.reading_since or now):.1f} s{_req(request_id)}"
                 )
             reason = f"did not answer within cell_timeout ({timeout:.1f} s)"
             self._failed(cell, now, interval, first, reason, request_id, count)
@@ -334,6 +384,58 @@ def _req(request_id: str | None) -> str:
     return f" (request {request_id})" if request_id else ""
 
 
+class _FreshReads:
+    """Reads in flight, by key, each with the time (``time.monotonic()``) it was started.
+
+    A request must see every change committed before it arrived: it joins a read of the
+    same key started at or after its arrival (in flight, or done), else starts its own.
+    Concurrent requests therefore share one read rather than queue one each, and a request
+    never takes a read that began before it arrived. A read in flight for longer than
+    ``stuck_after`` (a cell that does not answer) is joined by everyone rather than piled
+    up behind, so that a stuck cell cannot fill the thread pool."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reads: dict[Any, tuple[float, concurrent.futures.Future]] = {}
+
+    def get(
+        self,
+        key: Any,
+        not_before: float,
+        start: Callable[[], concurrent.futures.Future],
+        stuck_after: float | None = None,
+    ) -> concurrent.futures.Future:
+        with self._lock:
+            now = time.monotonic()
+            found = self._reads.get(key)
+            if found is not None:
+                started, fut = found
+                if started >= not_before:
+                    return fut
+                if stuck_after is not None and not fut.done() and now - started > stuck_after:
+                    return fut
+            fut = start()
+            self._reads[key] = (now, fut)
+            return fut
+
+    def run(self, key: Any, not_before: float, work: Callable[[], Any]) -> Any:
+        """``work()`` in this thread, unless a call of it started at or after
+        ``not_before`` can be joined; its result (or exception) either way."""
+        mine: list[concurrent.futures.Future] = []
+
+        def start() -> concurrent.futures.Future:
+            mine.append(concurrent.futures.Future())
+            return mine[0]
+
+        fut = self.get(key, not_before, start)
+        if mine:
+            try:
+                fut.set_result(work())
+            except BaseException as exc:
+                fut.set_exception(exc)
+        return fut.result()
+
+
 @dataclass(slots=True)
 class _CellView:
     """What we hold of one cell: its HostStates and how far we have read it."""
@@ -366,6 +468,16 @@ class _CellView:
     # ``hosts`` by host name, and the ``hosts`` dict it was built from (rebuilt when a read
     # publishes a new one): nova-compute's delete_instance_info casts look hosts up by name
     host_index: tuple[dict[str, HostState], dict[str, list[HostState]]] | None = None
+    # the hosts whose services held are disabled or forced down, as of ``flags_generation``
+    # (a services_generation), and those of the database's exceptional services at the last
+    # request's read: what a request re-reads when the database no longer names them
+    flagged: frozenset[str] | None = None
+    flags_generation: int = -1
+    exceptions: dict[str, tuple[bool, bool, datetime.datetime | None]] = field(default_factory=dict)
+    exceptions_digest: tuple[tuple[int, ...], ...] | None = None
+    # host -> time.monotonic() when a request's read applied its service record: the
+    # refresher's reads that began earlier leave that record alone
+    services_fixed_at: dict[str, float] = field(default_factory=dict)
 
 
 class _CellRead(NamedTuple):
@@ -400,8 +512,11 @@ class HostManager:
         self._host_aggregates: dict[str, list[Aggregate]] = {}
         self._aggregates_loaded_at = 0.0
         self._aggregates_lock = threading.Lock()
-        self._inflight: dict[tuple[str, bool], concurrent.futures.Future] = {}
-        self._inflight_lock = threading.Lock()
+        # the reads requests share: per (cell, window) and the aggregates' check
+        self._fresh = _FreshReads()
+        # the aggregate tables as of the last whole read of them, and when (our clock,
+        # UTC) that read started; None before the first
+        self._aggregates_seen: tuple[db.AggregatesFingerprint, datetime.datetime] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=conf.cell_worker_thread_pool_size, thread_name_prefix="cell-read"
         )
@@ -422,6 +537,12 @@ class HostManager:
         # the refresher thread (start_refresher), and what stops it
         self._refresher: threading.Thread | None = None
         self._stopping = threading.Event()
+        # where each consumption of ours is counted: key (instance uuid) -> ((cell uuid,
+        # compute-node uuid), ...), for nova's casts, Placement's view and the sweep
+        # (``track_consumption``; entries released elsewhere are dropped by the sweep)
+        self._consumed: dict[str, tuple[tuple[str | None, str], ...]] = {}
+        self._consumed_lock = threading.Lock()
+        self._next_sweep = 0.0
         self.refresh_cells_caches()
         self.refresh_aggregates()
 
@@ -461,6 +582,9 @@ class HostManager:
     # -- aggregates -------------------------------------------------------------------------
     def refresh_aggregates(self) -> None:
         """Re-read every aggregate from the API database and attach them to the HostStates."""
+        started = timeutils.utcnow()
+        # before the read: a change committed in between shows at the next check
+        fingerprint = db.get_aggregates_fingerprint(self.api_engine)
         aggregates: dict[int, Aggregate] = {}
         for row in db.get_aggregates(self.api_engine):
             agg = Aggregate(
@@ -476,6 +600,40 @@ class HostManager:
             # write its row again for a long time
             self._set_aggregates(aggregates)
             self._aggregates_loaded_at = time.monotonic()
+            self._aggregates_seen = (fingerprint, started)
+
+    def sync_aggregates(self, not_before: float | None = None) -> None:
+        """Make the aggregates held include every change committed to the API database
+        before ``not_before`` (``time.monotonic()``; default now), a request's arrival, as
+        nova's request filters see them by reading per request. One statement compares the
+        aggregate tables' counts, highest ids and update times with those of the last whole
+        read (``_check_aggregates``); they are read whole again only when they differ.
+        Concurrent requests share a check started after they arrived. If the API database
+        does not answer, the aggregates held are used (and a warning logged)."""
+        if not self.conf.scheduler.read_your_writes:
+            return
+        if not_before is None:
+            not_before = time.monotonic()
+        try:
+            self._fresh.run("aggregates", not_before, self._check_aggregates)
+        except Exception as exc:
+            LOG.warning(
+                "Could not check the aggregates in the API database: %s; using those held", exc
+            )
+
+    def _check_aggregates(self) -> None:
+        fingerprint = db.get_aggregates_fingerprint(self.api_engine)
+        seen = self._aggregates_seen
+        if seen is not None:
+            held, read_at = seen
+            changed_at = fingerprint.changed_at
+            # an update in the same (DATETIME) second as one the last read saw looks alike:
+            # read again until that read began well after the last update
+            if fingerprint == held and (
+                changed_at is None or changed_at < read_at - _AGGREGATES_SLACK
+            ):
+                return
+        self.refresh_aggregates()
 
     def _maybe_refresh_aggregates(self) -> None:
         ttl = self.conf.scheduler.aggregate_cache_ttl
@@ -640,6 +798,11 @@ class HostManager:
                 except Exception as exc:  # the next round tries again; requests go on
                     # (logged once, with reminders, by the cell's _CellHealth)
                     LOG.debug("Could not refresh cell %s: %s", cell.name, exc)
+            if time.monotonic() >= self._next_sweep:
+                try:
+                    self.expire_consumption()
+                except Exception:  # the next round tries again
+                    LOG.exception("Could not release expired consumption")
 
     def _refresh_cell(
         self,
@@ -685,6 +848,189 @@ class HostManager:
         finally:
             view.lock.release()
 
+    def _request_read(self, cell: Cell, request_id: str | None = None) -> _CellRead:
+        """A request's read of one cell: everything committed before it started is applied
+        when it returns, without waiting for the refresher's read in flight.
+
+        Two statements: the exceptional services (disabled, forced down, or whose last
+        heartbeat is near or past ``service_down_time``: ``queries.get_service_exceptions``),
+        compared with those held (nova-api's enable, disable and force-down; a compute that
+        stopped or came back), and the compute-node reports since the last read. A known
+        node's report is applied on its HostState; a changed service record on the hosts
+        of that service (its heartbeat in place). So a service that is up by its heartbeat
+        here is up by the database's, and one that is not is judged on the database's
+        heartbeat, as nova's ComputeFilter does. Only what changes the set of hosts or
+        services (a node created, deleted or moved, a service created or deleted) takes the
+        cell's lock, for a window read of its services. A cell never read, or whose last
+        read failed, goes through ``_refresh_cell``; so does a cell whose window nobody
+        else reads (no refresher: explain from the command line, tests)."""
+        view = self._view(cell)
+        if view.read_started_at is None or view.health.errored:
+            return self._refresh_cell(
+                cell, wait=view.read_started_at is None, request_id=request_id
+            )
+        if not self._refreshing() and (
+            time.monotonic() - view.window_read_at >= self.window_read_interval
+        ):
+            return self._refresh_cell(cell, window=True, wait=True, request_id=request_id)
+        timeout = self.conf.scheduler.cell_timeout
+        interval = self.cell_failure_log_interval
+        # the refresher's read may be stuck (a locked table): say so, once
+        view.health.timed_out(cell, timeout, interval, request_id, waited=False)
+        clock = time.monotonic()
+        started = timeutils.utcnow()
+        try:
+            engine = db.get_engine(cell.database_connection)
+            exceptions = digest = None
+            band = self._heartbeat_band()
+            if self.conf.scheduler.read_your_writes:
+                # the rows only when their digest moved (a disable, a compute that stopped)
+                digest = queries.get_service_exceptions_digest(engine, *band)
+                if digest == view.exceptions_digest:
+                    exceptions = view.exceptions
+                else:
+                    exceptions = queries.get_service_exceptions(engine, *band)
+            since = (view.nodes_read_started_at or view.read_started_at) - _REPORT_SLACK
+            nodes = queries.get_compute_node_reports(engine, since, view.recent_rows)
+            self._apply_request_read(view, cell, engine, exceptions, nodes, timeout, band)
+            if digest is not None:
+                # (taken before the rows: a change in between reads them again next time)
+                view.exceptions_digest = digest
+        except Exception as exc:
+            view.health.request_read_ended(
+                cell, time.monotonic() - clock, timeout, interval, request_id, exc
+            )
+            raise
+        view.health.request_read_ended(
+            cell, time.monotonic() - clock, timeout, interval, request_id
+        )
+        known = view.nodes_read_started_at
+        if known is None or started > known:
+            view.nodes_read_started_at = started
+        return _CellRead(view, view.hosts, view.servable)
+
+    def _apply_request_read(
+        self,
+        view: _CellView,
+        cell: Cell,
+        engine: Any,
+        exceptions: dict[str, tuple[bool, bool, datetime.datetime | None]] | None,
+        nodes: list[queries.ComputeNodeRow],
+        timeout: float,
+        band: tuple[datetime.datetime, datetime.datetime],
+    ) -> None:
+        """Apply what ``_request_read`` found (see there); ``exceptions`` None: the
+        services were not read (``read_your_writes`` off). ``band``: the heartbeats the
+        exceptions were read for (``_heartbeat_band``)."""
+        recent = view.recent_rows
+        hosts = view.hosts
+        moved: list[queries.ComputeNodeRow] = []
+        for row in nodes:
+            uuid = row.uuid
+            if not uuid:
+                continue
+            hs = hosts.get(uuid)
+            if (
+                hs is not None
+                and not row.deleted
+                and hs.host == row.host
+                and hs.nodename == row.hypervisor_hostname
+            ):
+                hs.update_from_row(row)
+                recent[uuid] = row
+            else:
+                moved.append(row)
+        structural = bool(moved)
+        if exceptions is not None:
+            last = view.exceptions
+            # what changed since the last request's read (usually nothing), and what is
+            # held as exceptional but no longer is in the database: enabled, up again
+            check = set() if exceptions == last else _differing(exceptions, last)
+            held = self._held_flagged(view) | self.table.heartbeats_outside(cell.uuid, *band)
+            check |= held - exceptions.keys()
+            services = view.services
+            stale = [h for h in check if _exception_key(services.get(h)) != exceptions.get(h)]
+            if stale:
+                rows = queries.get_compute_services(engine, hosts=stale)
+                # a host without a live row: its service was deleted (the window read)
+                structural |= len(rows) < len(stale)
+                structural |= self._apply_services(view, cell, rows)
+            view.exceptions = exceptions
+        if not structural:
+            return
+        # the set of hosts or services changed: as the refresher does, under the lock
+        if not view.lock.acquire(timeout=timeout):
+            raise CellReadFailed(
+                f"cell {cell.name}: a read has held it for longer than cell_timeout"
+            )
+        try:
+            services = queries.get_compute_services(
+                engine, updated_since=view.read_started_at - _SERVICE_SLACK
+            )
+            self._apply_changes(view, services, moved)
+        finally:
+            view.lock.release()
+
+    def _apply_services(self, view: _CellView, cell: Cell, rows: list[queries.ServiceRow]) -> bool:
+        """Apply service rows a request just read to the records held: a heartbeat in place,
+        anything else as a new record on every node of the host. True when a row names a
+        host without a record (a new service: the caller reads the window)."""
+        changed = new = False
+        for row in rows:
+            host = row.host
+            known = view.services.get(host)
+            if known is None:
+                new = True
+                continue
+            if _only_heartbeat_changed(known, row):
+                if _SVC_BEAT_OF_DICT(known) != _SVC_BEAT_OF_ROW(row):
+                    HostState.apply_heartbeat(known, row, self.table, cell.uuid)
+                continue
+            service = _service_dict(row)
+            view.services[host] = service
+            # a read of the refresher's that began before now must not put back what it
+            # read of this service (see _apply_changes)
+            view.services_fixed_at[host] = time.monotonic()
+            for hs in _hosts_named(view, host):
+                hs.set_service(service)
+            changed = True
+            LOG.debug(
+                "Service of host %s in cell %s changed: disabled %s, forced down %s",
+                host,
+                cell.name,
+                service["disabled"],
+                service["forced_down"],
+            )
+        if changed:
+            view.services_generation += 1
+        return new
+
+    def _heartbeat_band(self) -> tuple[datetime.datetime, datetime.datetime]:
+        """The heartbeats (naive UTC) that are up for sure now and for the next
+        ``_HEARTBEAT_MARGIN`` seconds: ``service_down_time`` either side of now, less the
+        margin. A service whose heartbeat is outside is one a request reads exactly."""
+        down_time = float(getattr(self.conf, "service_down_time", 60) or 0)
+        span = datetime.timedelta(
+            seconds=max(0.0, down_time - min(_HEARTBEAT_MARGIN, down_time / 2))
+        )
+        now = timeutils.utcnow()
+        return now - span, now + span
+
+    @staticmethod
+    def _held_flagged(view: _CellView) -> frozenset[str]:
+        """The hosts whose services held are disabled or forced down (recomputed only
+        after a service changed in more than its heartbeat)."""
+        generation = view.services_generation
+        flagged = view.flagged
+        if flagged is None or view.flags_generation != generation:
+            flagged = frozenset(
+                host
+                for host, service in list(view.services.items())
+                if service.get("disabled") or service.get("forced_down")
+            )
+            view.flagged, view.flags_generation = flagged, generation
+        return flagged
+
     def _read_cell(
         self, view: _CellView, cell: Cell, window: bool, pause: Callable[[], None] = _no_pause
     ) -> _CellRead:
@@ -714,12 +1060,16 @@ class HostManager:
             nodes = queries.get_compute_nodes(engine, updated_since=since)
             pause()
             if full:
-                self._apply_full_read(view, services, nodes, pause)
+                self._apply_full_read(view, services, nodes, pause, read_began=now)
                 # the rows of a whole read are not kept (they hold every report's text)
                 nodes = []
                 view.recent_rows = {}
             else:
-                self._apply_changes(view, services, nodes, pause)
+                self._apply_changes(view, services, nodes, pause, read_began=now)
+            fixed = view.services_fixed_at
+            if fixed:
+                # what a request applied before this read began, this read has seen too
+                view.services_fixed_at = {h: t for h, t in list(fixed.items()) if t > now}
             view.read_started_at = started
             # from the end of the read: a read slower than the interval must not make
             # every request a window read
@@ -777,11 +1127,18 @@ class HostManager:
         services: list[queries.ServiceRow],
         nodes: list[queries.ComputeNodeRow],
         pause: Callable[[], None] = _no_pause,
+        *,
+        read_began: float | None = None,
     ) -> None:
         # what the whole read does not return is gone (deleted rows are not in it)
         by_host: dict[str, dict[str, Any]] = {}
+        fixed = view.services_fixed_at if read_began is not None else None
         for row in services:
-            by_host[row.host] = _service_dict(row)
+            known = view.services.get(row.host) if fixed else None
+            if known is not None and fixed.get(row.host, -1.0) > read_began:
+                by_host[row.host] = known  # a request applied it after this read began
+            else:
+                by_host[row.host] = _service_dict(row)
             pause()
         view.services = by_host
         view.services_generation += 1
@@ -805,8 +1162,14 @@ class HostManager:
         services: list[queries.ServiceRow],
         nodes: list[queries.ComputeNodeRow],
         pause: Callable[[], None] = _no_pause,
+        *,
+        read_began: float | None = None,
     ) -> None:
+        """Apply changed service and compute-node rows. ``read_began``: when the read that
+        found them began (``time.monotonic()``); a service record a request's read applied
+        after that (``_request_read``) is newer than the row and stays."""
         changed_hosts: set[str] = set()
+        fixed = view.services_fixed_at if read_began is not None else None
         apply_heartbeat = HostState.apply_heartbeat
         table = self.table
         cell_uuid = view.cell.uuid
@@ -818,6 +1181,8 @@ class HostManager:
             if row.deleted:
                 if view.services.pop(host, None) is not None:
                     changed_hosts.add(host)
+                continue
+            if fixed and fixed.get(host, -1.0) > read_began:
                 continue
             known = view.services.get(host)
             if known is not None and _only_heartbeat_changed(known, row):
@@ -903,7 +1268,10 @@ class HostManager:
         cells = self._cells_for(spec)
         # every host: a rebuild, the caching scheduler's refresh, explain --all-hosts; they
         # want the cell as it is now, not as of the last window read
-        reads = self._scatter_gather(cells, request_id, window=compute_uuids is None)
+        arrived = spec.arrived_at if isinstance(spec, SchedulingRequest) else None
+        reads = self._scatter_gather(
+            cells, request_id, window=compute_uuids is None, not_before=arrived
+        )
         wanted: Iterable[str] | None = compute_uuids
         if wanted is not None and not isinstance(wanted, dict | KeysView | set | frozenset):
             wanted = dict.fromkeys(wanted)
@@ -931,30 +1299,58 @@ class HostManager:
             self._load_instances([r.view for r in reads], out)
         return out
 
+    def prefetch(self, spec: RequestSpec | None = None) -> None:
+        """Start the request's reads of its cells now, without waiting for them: they run
+        (in the cell databases) while the request asks for its candidates, and
+        ``get_host_states_by_uuids`` joins them (``_FreshReads``: they started after the
+        request arrived)."""
+        if not self.conf.scheduler.read_your_writes:
+            return
+        arrived = spec.arrived_at if isinstance(spec, SchedulingRequest) else None
+        now = time.monotonic() if arrived is None else arrived
+        timeout = self.conf.scheduler.cell_timeout
+        for cell in self._cells_for(spec):
+            self._fresh.get(
+                (cell.uuid, False),
+                now,
+                lambda cell=cell: self._executor.submit(self._request_read, cell),
+                stuck_after=timeout,
+            )
+
     def _scatter_gather(
-        self, cells: list[Cell], request_id: str | None = None, window: bool = False
+        self,
+        cells: list[Cell],
+        request_id: str | None = None,
+        window: bool = False,
+        not_before: float | None = None,
     ) -> list[_CellRead]:
         """Refresh these cells in parallel; those that fail or time out are left out.
-        ``window``: read each cell's whole change window (see ``_refresh_cell``)."""
+        ``window``: read each cell's whole change window (see ``_refresh_cell``). Each
+        cell's answer includes every change committed before ``not_before``
+        (``time.monotonic()``; default: now), the request's arrival: a read of the cell
+        started since then is shared, else one is started (``_FreshReads``)."""
         if not cells:
             return []
         timeout = self.conf.scheduler.cell_timeout
+        if not_before is None:
+            not_before = time.monotonic()
         futures: dict[concurrent.futures.Future, Cell] = {}
-        with self._inflight_lock:
-            for cell in cells:
-                # A read still running (a slow cell a previous request gave up on) is joined
-                # rather than queued behind: otherwise a stuck cell fills the pool with
-                # waiting reads and starves the healthy cells.
-                key = (cell.uuid, window)
-                fut = self._inflight.get(key)
-                if fut is None or fut.done():
-                    # a request does not wait for a read already running (the refresher):
-                    # the cell as it is now is at most one read old
-                    fut = self._executor.submit(
-                        self._refresh_cell, cell, window, wait=window, request_id=request_id
-                    )
-                    self._inflight[key] = fut
-                futures[fut] = cell
+        for cell in cells:
+            if window:
+                read: Callable[..., _CellRead] = self._refresh_cell
+                args: tuple[Any, ...] = (cell, True)
+                kwargs: dict[str, Any] = {"wait": True, "request_id": request_id}
+            else:
+                read, args, kwargs = self._request_read, (cell,), {"request_id": request_id}
+            fut = self._fresh.get(
+                (cell.uuid, window),
+                not_before,
+                lambda read=read, args=args, kwargs=kwargs: self._executor.submit(
+                    read, *args, **kwargs
+                ),
+                stuck_after=timeout,
+            )
+            futures[fut] = cell
         done, not_done = concurrent.futures.wait(futures, timeout=timeout)
         reads: list[_CellRead] = []
         # a failing cell is logged by its _CellHealth: once when it fails, at most every
@@ -1049,34 +1445,110 @@ class HostManager:
         return min(versions) if versions else None
 
     def forget_consumption(self, host_states: Iterable[HostState]) -> None:
-        """Drop this scheduler's consumption from these HostStates (after a rollback): re-read
-        their compute nodes and apply the rows, as nova does by clearing ``updated``."""
-        by_cell: dict[str | None, list[HostState]] = {}
+        """Stop counting every consumption of this scheduler on these HostStates (a rollback
+        that cannot name its instances; a rollback that can releases just those with
+        ``HostState.release_consumption``). No database read: each host keeps its last
+        report as the base of its consumption."""
         for hs in host_states:
-            hs.updated = None
-            if hs.uuid:
-                by_cell.setdefault(hs.cell_uuid, []).append(hs)
-        for cell_uuid, hosts in by_cell.items():
-            cell = self.cells.get(cell_uuid) if cell_uuid else None
-            if cell is None:
+            hs.release_consumption(None, "rollback")
+
+    def track_consumption(self, hs: HostState, key: str) -> None:
+        """Remember where the consumption ``key`` (an instance uuid) is counted, so that
+        nova's casts, Placement's view and the sweep find it; sweep if one is due."""
+        if hs.uuid:
+            where = (hs.cell_uuid, hs.uuid)
+            with self._consumed_lock:
+                known = self._consumed.get(key)
+                if known is None:
+                    self._consumed[key] = (where,)
+                elif where not in known:
+                    self._consumed[key] = (*known, where)
+        if time.monotonic() >= self._next_sweep:
+            self.expire_consumption()
+
+    def release_deleted_instance(self, host: str, instance_uuid: str) -> int:
+        """nova-compute says ``instance_uuid`` left ``host`` (``delete_instance_info``):
+        stop counting it there. Returns how many consumptions were released."""
+        return sum(
+            hs.release_consumption(instance_uuid, "deleted") for hs in self.host_states_for(host)
+        )
+
+    def release_moved_instances(self, host: str, instance_uuids: Iterable[str]) -> int:
+        """nova-compute says these instances are on ``host`` (``update_instance_info``):
+        stop counting them on every other host (a reschedule to an alternate, a reverted
+        move)."""
+        released = 0
+        consumed = self._consumed
+        for instance_uuid in instance_uuids:
+            known = consumed.get(instance_uuid)
+            if known is None:  # the common case: not one of ours, or long released
                 continue
-            try:
-                rows = db.get_compute_nodes(
-                    db.get_engine(cell.database_connection), uuids=[hs.uuid for hs in hosts]
-                )
-            except Exception as exc:  # the next full resync will correct them
-                LOG.warning(
-                    "Could not re-read %d compute node(s) of cell %s: %s",
-                    len(hosts),
-                    cell.name,
-                    exc,
-                )
-                continue
-            by_uuid = {row.uuid: row for row in rows}
-            for hs in hosts:
-                row = by_uuid.get(hs.uuid)
-                if row is not None:
-                    hs.update_from_row(row)
+            for hs in self._consuming_hosts(known):
+                if hs.host != host:
+                    released += hs.release_consumption(instance_uuid, "moved")
+        return released
+
+    def release_unlisted_instances(self, host: str, instance_uuids: Iterable[str]) -> int:
+        """nova-compute listed the instances of ``host`` (``sync_instance_info``): stop
+        counting there the instances it does not list, unless consumed within the last
+        ``_SYNC_GRACE`` (the compute's list, read from a database replica, cannot hold an
+        instance that has not reached the compute's claim yet)."""
+        hosts = self.host_states_for(host)
+        if not hosts:
+            return 0
+        made_before = timeutils.utcnow() - _SYNC_GRACE
+        listed = set(instance_uuids)
+        return sum(hs.release_unlisted(listed, made_before) for hs in hosts)
+
+    def release_consumer(self, consumer: str, compute_uuid: str) -> None:
+        """Placement no longer holds ``consumer``'s allocation on the provider
+        ``compute_uuid`` (the provider view's ``on_consumer_gone``): stop counting it on
+        that compute node. Cheap for the consumers that are not ours (most of them)."""
+        known = self._consumed.get(consumer)
+        if known is None:
+            return
+        for hs in self._consuming_hosts(known):
+            if hs.uuid == compute_uuid:
+                hs.release_consumption(consumer, "placement")
+
+    def expire_consumption(self) -> int:
+        """The sweep: release the consumptions older than ``[scheduler]
+        consumption_max_age`` (their compute never reported them) and forget where the
+        released ones were. Called by ``track_consumption`` every ``_SWEEP_SECONDS`` at
+        most; cheap enough to be called by the refresher too. Returns how many expired."""
+        self._next_sweep = time.monotonic() + _SWEEP_SECONDS
+        max_age = getattr(self.conf.scheduler, "consumption_max_age", 0) or 0
+        with self._consumed_lock:
+            items = list(self._consumed.items())
+        if not items:
+            return 0
+        hosts: dict[int, HostState] = {}
+        for _key, known in items:
+            for hs in self._consuming_hosts(known):
+                hosts[id(hs)] = hs
+        expired = 0
+        if max_age:
+            now = timeutils.utcnow()
+            for hs in hosts.values():
+                expired += hs.expire_consumption(max_age, now)
+        counted: set[str] = set()
+        for hs in hosts.values():
+            counted.update(hs.consumptions())
+        with self._consumed_lock:
+            for key, known in items:
+                if key not in counted and self._consumed.get(key) is known:
+                    del self._consumed[key]
+        return expired
+
+    def _consuming_hosts(self, known: tuple[tuple[str | None, str], ...]) -> list[HostState]:
+        """The cached HostStates at these (cell uuid, compute-node uuid)."""
+        out = []
+        for cell_uuid, uuid in known:
+            view = self._views.get(cell_uuid) if cell_uuid else None
+            hs = view.hosts.get(uuid) if view is not None else None
+            if hs is not None:
+                out.append(hs)
+        return out
 
     def host_states_for(self, host: str, node: str | None = None) -> list[HostState]:
         """Cached HostStates of one host (and node), across cells, by an index of host
@@ -1155,3 +1627,31 @@ def _needs_instances(spec: RequestSpec) -> bool:
         return True
     hints = spec.scheduler_hints or {}
     return "same_host" in hints or "different_host" in hints
+
+
+def _hosts_named(view: _CellView, host: str) -> list[HostState]:
+    """The HostStates of one host in one cell (by the view's host-name index)."""
+    hosts, index = view.hosts, view.host_index
+    if index is None or index[0] is not hosts:
+        by_host: dict[str, list[HostState]] = {}
+        for hs in list(hosts.values()):
+            by_host.setdefault(hs.host, []).append(hs)
+        index = view.host_index = (hosts, by_host)
+    return index[1].get(host, [])
+
+
+def _exception_key(service: dict[str, Any] | None) -> tuple[bool, bool, Any] | None:
+    """A service record held as ``queries.get_service_exceptions`` gives a row: (disabled,
+    forced_down, heartbeat, the heartbeat None when disabled or forced down). None for no
+    record."""
+    if not service:
+        return None
+    disabled, forced_down = bool(service.get("disabled")), bool(service.get("forced_down"))
+    if disabled or forced_down:
+        return disabled, forced_down, None
+    return False, False, service.get("last_seen_up") or service.get("created_at")
+
+
+def _differing(new: dict[str, Any], old: dict[str, Any]) -> set[str]:
+    """The keys whose values differ between two dicts (added and removed ones included)."""
+    return {key for key in new.keys() | old.keys() if new.get(key) != old.get(key)}

@@ -9,17 +9,30 @@ many hosts share (cpu_info, supported_instances, metrics, the keys and small val
 stats): decoded values are memoised by their text, so identical reports share one object.
 ``metrics`` are read as nova's object layer reads them (``_monitor_metrics``).
 Shared values are read-only; consumption replaces them (numa_topology, pci_stats).
+
+Consumption lives exactly as long as the instance it counts is unknown to the compute's
+report. A HostState keeps, while it has consumption of its own, the usage its last applied
+compute-node report gave (its base) and the consumptions made since, in order, each a compact
+``Consumption`` (flavor, NUMA and PCI requests, when). A consumption is released when the
+first of these happens: a report newer than it is applied (the report counts the instance
+now), nova says the instance is gone or elsewhere (the instance-info casts), its claim is
+rolled back or was never made (rebuild checks), Placement no longer holds its allocation, or
+it grew older than ``[scheduler] consumption_max_age``. Releasing takes the base again and
+consumes the remaining ones on it (NUMA cells and PCI pools included), so the host always
+reads "its last report + exactly the consumptions still pending".
 """
 
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import logging
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from typing import Any, NamedTuple, NoReturn
 
 from oslo_concurrency import lockutils
 from oslo_utils import timeutils
@@ -27,6 +40,7 @@ from oslo_utils import timeutils
 from db.queries import ComputeNodeRow, ServiceRow
 from scheduler.objects import Aggregate, RequestSpec
 from scheduler.resources import numa, pci
+from scheduler.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
 # serializes the first use of each HostState's lock (see HostState._lock)
@@ -184,13 +198,63 @@ class _SharedLimits(Mapping):
 NO_LIMITS: Mapping[str, Any] = _SharedLimits()
 
 
+# keys of consumptions made without an instance uuid (RPC < 4.4, and callers that give none)
+_ANONYMOUS = itertools.count(1)
+# consumptions a host keeps apart at most; beyond, the older half joins its base (see
+# HostState._fold_oldest). A host takes a few instances per report period, not hundreds.
+_MAX_PENDING = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Consumption:
+    """What ``consume_from_request`` needs to count one instance again, and when it was
+    counted. It quacks like the request for the NUMA maths (``flavor``, ``numa_topology``,
+    ``image``) and holds nothing else of it (not its candidate lists)."""
+
+    flavor: Any
+    numa_topology: Any
+    image: Any
+    pci_requests: tuple[Any, ...]
+    consumed_at: datetime.datetime
+    # False: a key of our own (no instance uuid), which nova's casts cannot name
+    is_instance: bool = True
+
+    @classmethod
+    def of(
+        cls, spec_obj: Any, consumed_at: datetime.datetime, is_instance: bool = True
+    ) -> Consumption:
+        return cls(
+            spec_obj.flavor,
+            getattr(spec_obj, "numa_topology", None),
+            getattr(spec_obj, "image", None),
+            tuple(getattr(spec_obj, "pci_requests", None) or ()),
+            consumed_at,
+            is_instance,
+        )
+
+
+class _Usage(NamedTuple):
+    """The values consumption changes, as the last applied report left them."""
+
+    free_ram_mb: Any
+    free_disk_mb: Any
+    vcpus_used: Any
+    num_instances: Any
+    num_io_ops: Any
+    numa_topology: Any
+    pci_stats: Any
+    updated: datetime.datetime | None
+
+
 class HostState:
     """Mutable information about one compute node (host, nodename).
 
     Its attributes are the truth; the host manager's HostTable mirrors some of them. Every
     change of a mirrored attribute goes through a method here, which writes the mirror too:
     ``update_from_row`` (a compute-node report), ``set_service``, ``set_aggregates``,
-    ``consume_from_request``, nova's ``update``, and for changes shared by many HostStates
+    ``consume_from_request`` and the releases of consumption (``release_consumption``,
+    ``expire_consumption``, ``release_unlisted``), nova's ``update``, and for changes shared
+    by many HostStates
     ``apply_heartbeat`` (a service record's heartbeat, in place) and ``set_aggregates_of``
     (every host's aggregates after a re-read). Assigning such an attribute directly is fine
     only for a HostState outside any table (built by hand in a test or a plugin).
@@ -234,6 +298,8 @@ class HostState:
         "allocation_candidates",
         "_table",
         "_row",
+        "_base",
+        "_pending",
         "__weakref__",
     )
 
@@ -285,6 +351,12 @@ class HostState:
         # None / -1 outside any table (see scheduler/hosts/table.py)
         self._table: Any = None
         self._row = -1
+        # while this scheduler has consumption on the host: the usage of the last applied
+        # report, and the consumptions since, by instance uuid in the order they were made
+        # (None otherwise). The dict is replaced, never changed: a copy.copy of the host
+        # (explain's private twins) may consume without touching this one.
+        self._base: _Usage | None = None
+        self._pending: dict[str, Consumption] | None = None
 
     def _table_or_none(self) -> Any:
         """The HostTable mirroring this host, or None."""
@@ -344,9 +416,11 @@ class HostState:
         """``update_from_row`` without the lock: the caller holds it, or no other thread can
         see this HostState yet."""
         updated_at = row.updated_at or row.created_at
-        # Keep our own consumption until the compute node reports something newer, as nova
-        # does: between the claim and the compute's next report our view is the fresher one.
-        if self.updated and updated_at and self.updated > updated_at:
+        # A report older than the one applied last says nothing new (a re-read window, a
+        # late commit). Our consumption is not the gate any more: a newer report is always
+        # taken, and only the consumptions made after it stay counted on top of it.
+        known = self.compute_updated_at
+        if known and updated_at and known > updated_at:
             return
         self.compute_updated_at = updated_at
         free_gb = row.free_disk_gb
@@ -383,6 +457,21 @@ class HostState:
         self.cpu_allocation_ratio = row.cpu_allocation_ratio or 4.0
         self.ram_allocation_ratio = row.ram_allocation_ratio or 1.0
         self.disk_allocation_ratio = row.disk_allocation_ratio or 1.0
+        pending = self._pending
+        if pending:
+            # the report is the new base; what it already counts (the consumptions made
+            # before it was written) is released, the later ones are counted on top of it
+            kept = {
+                key: c
+                for key, c in pending.items()
+                if updated_at is not None and c.consumed_at > updated_at
+            }
+            self._base = None
+            self._pending = None
+            if kept:
+                self._base = self._usage()
+                self._consume_all(kept)
+            _count_released(self, [k for k in pending if k not in kept], "report")
         if self._table is not None:
             self._mirror()
 
@@ -431,35 +520,182 @@ class HostState:
         if table is not None:
             table.rebind_aggregates(hosts)
 
-    def consume_from_request(self, spec_obj: RequestSpec) -> None:
-        """Account for an instance placed here by this scheduler (under this host's lock)."""
+    def consume_from_request(
+        self,
+        spec_obj: RequestSpec,
+        instance_uuid: str | None = None,
+        *,
+        max_age: float | None = None,
+    ) -> str:
+        """Account for an instance placed here by this scheduler (under this host's lock);
+        returns the key the consumption is kept under (``instance_uuid``, or one of our own
+        when none is given: only a newer report or ``max_age`` releases that one).
+        ``max_age`` (seconds): consumptions older than that are released first."""
+        now = timeutils.utcnow()
+        key = instance_uuid or f"anonymous-{next(_ANONYMOUS)}"
+        entry = Consumption.of(spec_obj, now, is_instance=bool(instance_uuid))
         with self._lock:
-            try:
-                flavor = spec_obj.flavor
-                self.free_ram_mb -= flavor.memory_mb
-                self.free_disk_mb -= (flavor.root_gb + flavor.ephemeral_gb) * 1024
-                self.vcpus_used += flavor.vcpus
-                self.num_instances += 1
-                self.num_io_ops += 1
-                if self.numa_topology is not None:
-                    # a new topology object (the parse caches key on identity): refit, add usage
-                    self.numa_topology = numa.numa_topology_after_instance(
-                        self.numa_topology,
-                        spec_obj,
-                        self.cpu_allocation_ratio or 4.0,
-                        self.ram_allocation_ratio or 1.0,
-                    )
-                if spec_obj.pci_requests and self.pci_stats:
-                    pools = pci.apply_requests(
-                        pci.pools_from_stats(self.pci_stats), spec_obj.pci_requests
-                    )
-                    if pools is not None:
-                        self.pci_stats = pools
-                self.updated = timeutils.utcnow()
-            except Exception:  # nova logs and swallows: a bad spec must not poison the cache
-                LOG.exception("Error consuming %s on host %s", spec_obj.instance_uuid, self.host)
+            pending = self._pending
+            if pending and (key in pending or max_age is not None):
+                oldest = now - datetime.timedelta(seconds=max_age) if max_age is not None else None
+                expired = [
+                    k for k, c in pending.items() if oldest is not None and c.consumed_at <= oldest
+                ]
+                # the same key consumed again (a move to the host it was counted on) is
+                # counted once, as its latest request
+                if expired or key in pending:
+                    gone = set(expired)
+                    gone.add(key)
+                    self._restore({k: c for k, c in pending.items() if k not in gone})
+                    _count_released(self, expired, "expired")
+                    pending = self._pending
+            if pending and len(pending) >= _MAX_PENDING:
+                pending = self._fold_oldest(pending)
+            if not pending:
+                self._base = self._usage()
+            self._consume(entry)
+            self._pending = {**(pending or {}), key: entry}
+            self.updated = now
             if self._table is not None:
                 self._mirror()
+        return key
+
+    def release_consumption(self, keys: Iterable[str] | None, reason: str) -> int:
+        """Stop counting these consumptions (None: all of ours) on this host: its last
+        report plus the remaining ones again (under this host's lock). ``reason`` is what
+        the metrics and the log say (report, deleted, moved, synced, rollback, rebuild,
+        placement, expired). Returns how many were released."""
+        if not self._pending:  # the common case: nothing of ours here, no lock
+            return 0
+        if keys is None:
+            return self._release(lambda key, c: True, reason)
+        wanted = {keys} if isinstance(keys, str) else set(keys)
+        return self._release(lambda key, c: key in wanted, reason)
+
+    def expire_consumption(self, max_age: float, now: datetime.datetime | None = None) -> int:
+        """Release the consumptions made ``max_age`` seconds or more before ``now``: their
+        compute never reported them (``[scheduler] consumption_max_age``)."""
+        if not self._pending:
+            return 0
+        oldest = (now or timeutils.utcnow()) - datetime.timedelta(seconds=max_age)
+        return self._release(lambda key, c: c.consumed_at <= oldest, "expired")
+
+    def release_unlisted(
+        self, instance_uuids: Iterable[str], made_before: datetime.datetime
+    ) -> int:
+        """nova-compute listed its instances (``sync_instance_info``): release the instances
+        consumed here before ``made_before`` that the list does not have. Newer ones may
+        not have reached the compute yet; consumptions without an instance uuid are not
+        nova's to list."""
+        if not self._pending:
+            return 0
+        listed = set(instance_uuids)
+        return self._release(
+            lambda key, c: c.is_instance and key not in listed and c.consumed_at < made_before,
+            "synced",
+        )
+
+    def consumptions(self) -> dict[str, datetime.datetime]:
+        """``{key: when consumed}`` of the consumptions counted on this host, oldest first
+        (a copy; for the host manager's sweep, logs and tests)."""
+        pending = self._pending
+        return {key: c.consumed_at for key, c in pending.items()} if pending else {}
+
+    def _release(self, select: Callable[[str, Consumption], bool], reason: str) -> int:
+        with self._lock:
+            pending = self._pending
+            if not pending:
+                return 0
+            gone = [key for key, c in pending.items() if select(key, c)]
+            if not gone:
+                return 0
+            self._restore({key: c for key, c in pending.items() if key not in gone})
+            if self._table is not None:
+                self._mirror()
+        _count_released(self, gone, reason)
+        return len(gone)
+
+    # -- consumption (lock held) ---------------------------------------------------------------
+    def _usage(self) -> _Usage:
+        return _Usage(
+            self.free_ram_mb,
+            self.free_disk_mb,
+            self.vcpus_used,
+            self.num_instances,
+            self.num_io_ops,
+            self.numa_topology,
+            self.pci_stats,
+            self.updated,
+        )
+
+    def _restore(self, kept: dict[str, Consumption]) -> None:
+        """The base again, then ``kept`` consumed on it in their order (the mirror is the
+        caller's to write)."""
+        base = self._base
+        if base is None:
+            self._pending = kept or None
+            return
+        (
+            self.free_ram_mb,
+            self.free_disk_mb,
+            self.vcpus_used,
+            self.num_instances,
+            self.num_io_ops,
+            self.numa_topology,
+            self.pci_stats,
+            self.updated,
+        ) = base
+        self._pending = None
+        self._base = None
+        if kept:
+            self._base = base
+            self._consume_all(kept)
+
+    def _fold_oldest(self, pending: dict[str, Consumption]) -> dict[str, Consumption]:
+        """Make the older half of ``pending`` part of the base: they stay counted until the
+        next report, as all consumption did before, and cost nothing more. Only a caller
+        that consumes without ever releasing (no ``max_age``, no host manager) gets here."""
+        items = list(pending.items())
+        folded, rest = dict(items[: len(items) // 2]), dict(items[len(items) // 2 :])
+        self._restore(folded)
+        self._base = self._usage()
+        self._pending = None
+        if rest:
+            self._consume_all(rest)
+        LOG.debug("Host %s: %d consumption(s) kept until its next report", self.host, len(folded))
+        return rest
+
+    def _consume_all(self, kept: dict[str, Consumption]) -> None:
+        for entry in kept.values():
+            self._consume(entry)
+        self._pending = kept
+        last = next(reversed(kept.values())).consumed_at
+        if self.updated is None or last > self.updated:
+            self.updated = last
+
+    def _consume(self, entry: Consumption) -> None:
+        """nova's ``consume_from_request`` of one instance on the current values."""
+        try:
+            flavor = entry.flavor
+            self.free_ram_mb -= flavor.memory_mb
+            self.free_disk_mb -= (flavor.root_gb + flavor.ephemeral_gb) * 1024
+            self.vcpus_used += flavor.vcpus
+            self.num_instances += 1
+            self.num_io_ops += 1
+            if self.numa_topology is not None:
+                # a new topology object (the parse caches key on identity): refit, add usage
+                self.numa_topology = numa.numa_topology_after_instance(
+                    self.numa_topology,
+                    entry,
+                    self.cpu_allocation_ratio or 4.0,
+                    self.ram_allocation_ratio or 1.0,
+                )
+            if entry.pci_requests and self.pci_stats:
+                pools = pci.apply_requests(pci.pools_from_stats(self.pci_stats), entry.pci_requests)
+                if pools is not None:
+                    self.pci_stats = pools
+        except Exception:  # nova logs and swallows: a bad spec must not poison the cache
+            LOG.exception("Error consuming an instance on host %s", self.host)
 
     # -- read helpers -----------------------------------------------------------------------
     @property
@@ -476,6 +712,25 @@ class HostState:
             f"({self.host}, {self.nodename}) ram: {self.free_ram_mb}MB "
             f"disk: {self.free_disk_mb}MB io_ops: {self.num_io_ops} "
             f"instances: {self.num_instances}"
+        )
+
+
+def _count_released(hs: HostState, keys: list[str], reason: str) -> None:
+    """Metrics and log lines of released consumptions."""
+    if not keys:
+        return
+    metrics.M.consumption_released.labels(reason=reason).inc(len(keys))
+    if reason == "expired":
+        LOG.info(
+            "Stopped counting %s on host %s (%s): its compute did not report it within "
+            "[scheduler] consumption_max_age",
+            ", ".join(keys),
+            hs.host,
+            hs.nodename,
+        )
+    elif LOG.isEnabledFor(logging.DEBUG):
+        LOG.debug(
+            "Stopped counting %s on host %s (%s): %s", ", ".join(keys), hs.host, hs.nodename, reason
         )
 
 

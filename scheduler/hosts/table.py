@@ -282,6 +282,7 @@ class HostTable:
         # services, by slot; the slot of each row (-1: none bound)
         self.service_slot = np.full(capacity, -1, dtype=np.int32)
         self._slots: dict[tuple[Any, str], int] = {}
+        self._slot_keys: list[tuple[Any, str]] = []  # the key of each slot
         self.svc_state = np.zeros(64, dtype=np.int8)
         self.svc_last = np.zeros(64, dtype=np.int64)
         # aggregates: (codes by row, the aggregate list of each code), swapped as one value
@@ -465,6 +466,7 @@ class HostTable:
             slot = self._slots.get(key)
             if slot is None:
                 slot = self._slots[key] = len(self._slots)
+                self._slot_keys.append(key)
                 if slot >= len(self.svc_state):
                     size = 2 * len(self.svc_state)
                     state = np.zeros(size, dtype=np.int8)
@@ -486,6 +488,21 @@ class HostTable:
         with self._lock:
             self.svc_last[slot] = last
             self.svc_state[slot] = state
+
+    def heartbeats_outside(
+        self, cell_uuid: Any, earliest: datetime.datetime, latest: datetime.datetime
+    ) -> set[str]:
+        """The host names of ``cell_uuid`` whose service, enabled and not forced down, has a
+        heartbeat mirrored here before ``earliest`` or after ``latest`` (naive UTC): those
+        ComputeFilter finds down, or soon will."""
+        with self._lock:
+            n = len(self._slot_keys)
+            last = self.svc_last[:n]
+            late = (self.svc_state[:n] == SERVICE_UP_IF_RECENT) & (
+                (last < microseconds(earliest)) | (last > microseconds(latest))
+            )
+            keys = [self._slot_keys[i] for i in np.flatnonzero(late)]
+        return {host for cell, host in keys if cell == cell_uuid}
 
     def services(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(state, last heartbeat) of the service of each row (SERVICE_NONE when unbound)."""

@@ -61,7 +61,10 @@ def view_from_conf(conf=CONF, client: PlacementClient | None = None) -> ViewRefr
     if feed_name == "none":
         return None
     if feed_name == "auto":
-        feed_name = "database" if opts.view_database_connection else "api"
+        # the API feed is opt-in: it cannot be proven current for each request cheaply
+        if not opts.view_database_connection:
+            return None
+        feed_name = "database"
     view = ProviderView(max_age=opts.view_max_age)
     if feed_name == "database":
         if not opts.view_database_connection:

@@ -93,6 +93,7 @@ class Metrics:
     filter_removed: Any
     claims: Any
     claim_retries: Any
+    claim_confirmations: Any
     no_valid_host: Any
     casts: Any
     cell_hosts: Any
@@ -108,6 +109,7 @@ class Metrics:
     broker_connected: Any
     cell_last_read: Any
     placement_last_answer: Any
+    consumption_released: Any
     enabled: bool = True
 
 
@@ -179,6 +181,14 @@ def _build(registry: Any) -> Metrics:
         claim_retries=counter(
             "novasched_claim_retries",
             "Claims sent again after a provider-generation conflict ([placement] claim_retries).",
+        ),
+        claim_confirmations=counter(
+            "novasched_claim_confirmations",
+            "Hosts chosen from the provider view's candidates confirmed with Placement before "
+            "their claim ([placement] view_confirm_claims), by result: confirmed, refused "
+            "(Placement no longer offers that allocation request: not claimed, the next host "
+            "is tried), error (Placement failed or could not be reached: not claimed).",
+            ("result",),
         ),
         no_valid_host=counter(
             "novasched_no_valid_host",
@@ -252,6 +262,16 @@ def _build(registry: Any) -> Metrics:
             "novasched_placement_last_answer_timestamp_seconds",
             "Unix time of a worker's last answer from the Placement API (below 500).",
             mode="liveall",
+        ),
+        consumption_released=counter(
+            "novasched_consumption_released",
+            "Instances this scheduler stopped counting on a host's cached state, by reason: "
+            "report (the compute's newer report counts it now: the normal case); the others "
+            "correct usage nova would not have, kept while the instance never reached the host "
+            "or left it: deleted, moved, synced (the instance-info casts), rollback (a claim "
+            "rolled back), rebuild (a rebuild check, never claimed), placement (Placement no "
+            "longer holds its allocation there), expired ([scheduler] consumption_max_age).",
+            ("reason",),
         ),
     )
 

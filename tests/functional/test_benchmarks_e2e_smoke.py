@@ -95,7 +95,7 @@ def test_e2e_section_schedules_over_the_broker_with_each_source_and_splits_the_t
     assert result is out
     # one run per source: a limit of 1000 already returns all 20 hosts
     rows = {r["source"]: r for r in result["rows"]}
-    assert list(rows) == ["placement", "view", "view-api"]
+    assert list(rows) == ["placement", "view", "view-stale", "view-api"]
     for row in rows.values():
         assert row["hosts"] == HOSTS and row["requests"] == 3 and row["failures"] == 0
         assert row["client_p50_ms"] >= row["placement_p50_ms"] > 0  # the claim, at least
@@ -105,7 +105,7 @@ def test_e2e_section_schedules_over_the_broker_with_each_source_and_splits_the_t
     # Placement answered every candidate query of the first, the view every one of the others
     assert rows["placement"]["view_share"] == 0 and rows["placement"]["candidates_p50_ms"] > 0
     assert rows["placement"]["view_p50_ms"] == 0
-    for source in ("view", "view-api"):
+    for source in ("view", "view-stale", "view-api"):
         assert rows[source]["view_share"] == 1.0 and rows[source]["view_p50_ms"] > 0
         assert rows[source]["candidates_p50_ms"] == 0 and rows[source]["claim_p50_ms"] > 0
         assert rows[source]["view_status"]["providers"] == HOSTS
@@ -113,6 +113,8 @@ def test_e2e_section_schedules_over_the_broker_with_each_source_and_splits_the_t
     json.dumps(result)
     text = e2e.format_table(result)
     assert "side by side" in text and "targets:" in text and "view-api" in text
+    # what freshness costs, on a line of its own
+    assert "view - view-stale:" in text
 
 
 def test_throughput_with_one_process_per_source_places_every_request_without_overcommit():

@@ -33,7 +33,8 @@ EXERCISED = {
     "get_aggregates",
     "get_aggregates_by_metadata",
     "get_aggregates_fingerprint",
-    "get_flagged_services",
+    "get_service_exceptions",
+    "get_service_exceptions_digest",
     "get_instance_group",
     "get_compute_nodes",
     "get_compute_nodes_by_host_or_node",
@@ -140,7 +141,12 @@ def _run_every_read(api: sa.Engine, cell: sa.Engine) -> None:
     assert queries.get_compute_services(cell)
     assert queries.get_compute_services(cell, updated_since=EARLIER)
     assert [row.host for row in queries.get_compute_services(cell, hosts=["h1", "h2"])] == ["h1"]
-    assert queries.get_flagged_services(cell) == {}
+    assert queries.get_service_exceptions(cell, NOW, NOW + datetime.timedelta(hours=1)) == {}
+    late = queries.get_service_exceptions(cell, NOW + datetime.timedelta(seconds=1), NOW)
+    assert late == {"h1": (False, False, NOW)}
+    later = NOW + datetime.timedelta(seconds=1)
+    assert queries.get_service_exceptions_digest(cell, NOW, later) == ()
+    assert queries.get_service_exceptions_digest(cell, later, NOW) == ((3, 1, 1, 1, 1),)
     fingerprint = queries.get_aggregates_fingerprint(api)
     assert (fingerprint.aggregates, fingerprint.hosts, fingerprint.metadata) == (1, 1, 1)
     assert queries.get_instance_uuids_by_host(cell)

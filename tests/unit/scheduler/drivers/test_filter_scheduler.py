@@ -252,6 +252,9 @@ class FakeHostManager:
     def refresh_aggregates(self) -> None:
         self.calls.append("refresh_aggregates")
 
+    def sync_aggregates(self, not_before=None) -> None:
+        self.calls.append("sync_aggregates")
+
     def stop(self) -> None:
         self.calls.append("stop")
 
@@ -496,7 +499,8 @@ def test_anti_affinity_with_more_instances_than_hosts_fails_and_rolls_back(cloud
     assert "ServerGroupAntiAffinityFilter" in err.value.reason
     assert sorted(cloud.placement.deleted) == ["i-1", "i-2", "i-3"]
     assert cloud.placement.claims == {}
-    assert all(h.updated is None for h in cloud.hosts.values())
+    # nothing of the request stays counted on any host
+    assert all(h.consumptions() == {} and h.num_instances == 0 for h in cloud.hosts.values())
 
 
 def test_affinity_group_stacks_on_one_host(cloud):
@@ -554,7 +558,8 @@ def test_all_claims_failing_is_no_valid_host_and_rolls_back_earlier_instances(cl
     assert "Placement refused 3 claim(s)" in err.value.reason
     assert cloud.placement.deleted == ["inst-0"]
     assert cloud.placement.claims == {}
-    assert cloud.hosts["host-b"].updated is None
+    assert cloud.hosts["host-b"].consumptions() == {}
+    assert cloud.hosts["host-b"].num_instances == 0
 
 
 def test_placement_errors_on_every_claim_are_in_the_reason(cloud):
@@ -576,7 +581,8 @@ def test_consumer_generation_conflict_fails_the_request_and_rolls_back(cloud):
     # no other host is tried for that instance
     assert len([h for c, h in cloud.placement.claim_attempts if c == "inst-1"]) == 1
     assert cloud.placement.deleted == ["inst-0"]
-    assert cloud.hosts["host-b"].updated is None
+    assert cloud.hosts["host-b"].consumptions() == {}
+    assert cloud.hosts["host-b"].num_instances == 0
 
 
 def test_a_failing_rollback_does_not_hide_the_original_error(cloud):
@@ -745,7 +751,8 @@ def test_no_candidates_is_no_valid_host_naming_the_query():
         cloud.select(make_spec(ram_mb=2048))
     assert "no allocation candidates" in err.value.reason
     assert "MEMORY_MB:2048" in err.value.reason
-    assert cloud.host_manager.calls == []
+    # the aggregates were brought up to date for the prefilters; no host state was read
+    assert cloud.host_manager.calls == ["sync_aggregates"]
 
 
 def test_claimed_candidate_mappings_are_recorded_on_the_request_groups(cloud):
@@ -983,7 +990,8 @@ def test_no_instance_uuids_not_enough_hosts_resets_the_chosen_hosts(cloud):
     with pytest.raises(NoValidHost) as err:
         cloud.driver.select_destinations(CONTEXT, make_spec(num_instances=2), None)
     assert "Found hosts for 1 of 2 instances" in err.value.reason
-    assert cloud.hosts["host-b"].updated is None
+    assert cloud.hosts["host-b"].consumptions() == {}
+    assert cloud.hosts["host-b"].num_instances == 0
     assert cloud.placement.deleted == []
 
 

@@ -620,10 +620,11 @@ def test_consumption_is_kept_until_the_compute_node_reports_newer_data(env):
 
     (hs,) = hm.get_host_states_by_uuids([u])
     assert view(hs) == consumed
-    # a report written before our claim (it lands in the re-read window) does not undo it
+    # a report written before our claim (it lands in the re-read window) is taken, and our
+    # consumption stays counted on top of it
     env.update_node(c1, u, free_ram_mb=5, updated_at=_utcnow() - datetime.timedelta(seconds=2))
     (hs,) = hm.get_host_states_by_uuids([u])
-    assert view(hs) == consumed
+    assert view(hs) == (5 - 1024, *consumed[1:])
     # a report after the claim wins
     env.update_node(c1, u, free_ram_mb=5, updated_at=_utcnow() + datetime.timedelta(seconds=1))
     (hs,) = hm.get_host_states_by_uuids([u])
@@ -1099,18 +1100,24 @@ def test_tracked_hosts_skip_the_database_and_untracked_ones_read_it(env):
 
 def test_requests_read_node_reports_at_once_and_services_at_the_window_interval(env):
     c1 = env.add_cell("cell1")
-    u1 = env.add_host(c1, "h1")
-    u2 = env.add_host(c1, "h2")
+    recent = _utcnow() - datetime.timedelta(seconds=5)
+    u1 = env.add_host(c1, "h1", service={"last_seen_up": recent})
+    u2 = env.add_host(c1, "h2")  # its last heartbeat an hour ago: down
     hm = env.manager(window_read_interval=3600.0)
     assert len(hm.get_host_states_by_uuids([u1, u2])) == 2
     beat = _utcnow()
     env.update_service(c1, "h1", last_seen_up=beat)
+    env.update_service(c1, "h2", last_seen_up=beat)
     env.update_node(c1, u2, free_ram_mb=77)
-    u3 = env.add_host(c1, "h3", service={"created_at": _utcnow()}, created_at=_utcnow())
+    now = _utcnow()
+    u3 = env.add_host(c1, "h3", service={"created_at": now, "last_seen_up": now}, created_at=now)
     states = _by_host(hm.get_host_states_by_uuids([u1, u2, u3]))
-    # the usage report is applied now; the heartbeat and the new node wait for a window read
+    # the usage report is applied now, and so is the heartbeat of a service that was down
+    # (nova would find it up); an up service's next heartbeat and a node that has not
+    # reported wait for a window read
     assert states["h2"].free_ram_mb == 77
-    assert states["h1"].service["last_seen_up"] == BASE
+    assert states["h2"].service["last_seen_up"] == beat
+    assert states["h1"].service["last_seen_up"] == recent
     assert set(states) == {"h1", "h2"}
     # asking for every host reads the whole window
     states = _by_host(hm.get_host_states_by_uuids(None))
