@@ -756,6 +756,9 @@ def unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
             known.setdefault(group, set()).update(conf[group].keys())
         except cfg.NoSuchOptError:
             pass
+    # the options of the keystoneauth plugin [placement] names (admin_token: endpoint, token;
+    # v3password: ...), which keystoneauth registers only when it loads the plugin
+    known.setdefault(_PLACEMENT_GROUP, set()).update(_auth_plugin_options(conf))
     unknown: list[str] = []
     files = list(conf.config_file or []) + _dir_files(conf)
     for path in files:
@@ -779,6 +782,20 @@ def unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
                     unknown.append(f"DEFAULT.{key}")
     unknown.sort()
     return unknown
+
+
+def _auth_plugin_options(conf: cfg.ConfigOpts) -> set[str]:
+    """The option names of ``[placement] auth_type``'s plugin (none for an unknown one)."""
+    try:
+        auth_type = conf[_PLACEMENT_GROUP].auth_type
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):
+        return set()
+    if not auth_type:
+        return set()
+    try:
+        return {opt.dest for opt in ks_loading.get_auth_plugin_conf_options(auth_type)}
+    except Exception:  # an unknown plugin: the client reports it when it loads
+        return set()
 
 
 def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:

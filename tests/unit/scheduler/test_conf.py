@@ -63,6 +63,16 @@ def test_unsupported_options_are_ignored_with_one_warning(tmp_path, caplog):
     assert conf.scheduler.max_attempts == 5
 
 
+def test_the_options_of_the_configured_auth_plugin_are_not_unsupported(tmp_path):
+    # a nova.conf reaching Placement without Keystone, as nova's own services must
+    conf = _conf_from(
+        tmp_path,
+        "[placement]\nauth_type = admin_token\nendpoint = http://127.0.0.1:8778\n"
+        "token = admin\nno_such_option = 1\n",
+    )
+    assert novasched_conf.unsupported_options(conf) == ["placement.no_such_option"]
+
+
 def test_broken_value_is_a_clear_error(tmp_path):
     conf = _conf_from(tmp_path, "[scheduler]\nmax_attempts = zero\n")
     with pytest.raises(cfg.ConfigFileValueError, match="max_attempts"):
