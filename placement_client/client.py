@@ -107,9 +107,10 @@ class ProviderSpec:
 class _Flight:
     """One GET /allocation_candidates in progress, that identical queries wait for."""
 
-    __slots__ = ("done", "result", "error", "waiters")
+    __slots__ = ("done", "result", "error", "waiters", "started")
 
     def __init__(self) -> None:
+        self.started = time.monotonic()
         self.done = threading.Event()
         self.result: AllocationCandidates | None = None
         self.error: BaseException | None = None
@@ -312,22 +313,24 @@ class PlacementClient:
         request_id: str | None = None,
         *,
         coalesce: bool = True,
+        not_before: float | None = None,
     ) -> AllocationCandidates:
         """GET /allocation_candidates at microversion 1.36.
 
         With ``coalesce_candidates``, a query identical to one already in flight (same query
-        string) does not go to Placement: it waits for that one and gets the same answer,
-        which no caller may modify. The answer is then at most one round trip older than a
-        query of its own would be; Placement still checks every claim against the
-        providers' capacity, as for any answer. ``coalesce=False``: this query is sent
-        whatever is in flight (an answer that must begin after the call)."""
+        string) that was sent at or after ``not_before`` (``time.monotonic()``: the caller's
+        request's arrival, so that the answer holds every change committed before it; None:
+        any in flight) does not go to Placement: it waits for that one and gets the same
+        answer, which no caller may modify. ``coalesce=False``: this query is sent whatever
+        is in flight."""
         qs = query if isinstance(query, str) else query.to_querystring()
         if not (self.coalesce_candidates and coalesce):
             return self._get_allocation_candidates(qs, request_id)
         with self._flights_lock:
             flight = self._flights.get(qs)
-            leader = flight is None
+            leader = flight is None or (not_before is not None and flight.started < not_before)
             if leader:
+                # (a flight sent before the caller arrived is left to its own waiters)
                 flight = self._flights[qs] = _Flight()
             else:
                 flight.waiters += 1
@@ -340,7 +343,8 @@ class PlacementClient:
                 raise
             finally:
                 with self._flights_lock:
-                    del self._flights[qs]
+                    if self._flights.get(qs) is flight:
+                        del self._flights[qs]
                 flight.done.set()
         # the leader's request is bounded by the HTTP timeout (and its retries)
         if not flight.done.wait(self.timeout * 4 + 5.0):

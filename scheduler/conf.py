@@ -593,11 +593,12 @@ placement_opts = [
     cfg.BoolOpt(
         "coalesce_candidate_queries",
         default=True,
-        help="(novasched) A GET /allocation_candidates identical to one this process has in "
-        "flight waits for that one and shares its answer instead of asking Placement again. "
-        "Concurrent boots of the same flavor then cost Placement one query, not one each; "
-        "the answer is at most one round trip older, and Placement still checks every claim. "
-        "False asks Placement once per request, as nova does.",
+        help="(novasched) A GET /allocation_candidates identical to one this process sent "
+        "after the request arrived, and still has in flight, waits for that one and shares "
+        "its answer instead of asking Placement again: concurrent boots of the same flavor "
+        "then cost Placement one query, not one each, and each answer holds every change "
+        "committed before its request arrived. False asks Placement once per request, as "
+        "nova does.",
     ),
     cfg.StrOpt(
         "view_feed",

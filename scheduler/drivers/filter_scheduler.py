@@ -514,7 +514,9 @@ class FilterScheduler:
                 for q in queries:
                     try:
                         results.append(
-                            self.placement.get_allocation_candidates(q, request_id=req.request_id)
+                            self.placement.get_allocation_candidates(
+                                q, request_id=req.request_id, not_before=req.arrived_at
+                            )
                         )
                     except PlacementError as exc:
                         LOG.error("Failed to get allocation candidates from Placement: %s", exc)

@@ -621,11 +621,19 @@ class HostManager:
                 "Could not check the aggregates in the API database: %s; using those held", exc
             )
 
-    def _check_aggregates(self) -> None:
-        fingerprint = db.get_aggregates_fingerprint(self.api_engine)
+    def _check_aggregates(self, count_hosts: bool = False) -> None:
+        """Read the aggregates whole again if their tables changed since the last whole
+        read. A request's check (``count_hosts`` False) leaves out the one costly part, a
+        count of ``aggregate_hosts``, so a host taken out of an aggregate is not seen by it:
+        nova-api's cast applies that at once (nova's own filters know aggregate hosts only
+        from those casts too; its request filters read aggregates and metadata), and the
+        refresher's check, which counts, within ``service_refresh_interval``."""
+        fingerprint = db.get_aggregates_fingerprint(self.api_engine, count_hosts=count_hosts)
         seen = self._aggregates_seen
         if seen is not None:
             held, read_at = seen
+            if not count_hosts:
+                held = held._replace(hosts=None)
             changed_at = fingerprint.changed_at
             # an update in the same (DATETIME) second as one the last read saw looks alike:
             # read again until that read began well after the last update
@@ -798,6 +806,11 @@ class HostManager:
                 except Exception as exc:  # the next round tries again; requests go on
                     # (logged once, with reminders, by the cell's _CellHealth)
                     LOG.debug("Could not refresh cell %s: %s", cell.name, exc)
+            if self.conf.scheduler.read_your_writes:
+                try:  # what the requests' checks leave out: a host out of an aggregate
+                    self._check_aggregates(count_hosts=True)
+                except Exception as exc:  # the next round tries again
+                    LOG.debug("Could not check the aggregates: %s", exc)
             if time.monotonic() >= self._next_sweep:
                 try:
                     self.expire_consumption()
@@ -1304,8 +1317,6 @@ class HostManager:
         (in the cell databases) while the request asks for its candidates, and
         ``get_host_states_by_uuids`` joins them (``_FreshReads``: they started after the
         request arrived)."""
-        if not self.conf.scheduler.read_your_writes:
-            return
         arrived = spec.arrived_at if isinstance(spec, SchedulingRequest) else None
         now = time.monotonic() if arrived is None else arrived
         timeout = self.conf.scheduler.cell_timeout
@@ -1555,13 +1566,7 @@ class HostManager:
         names rebuilt only after a read added or removed hosts."""
         out = []
         for view in list(self._views.values()):
-            hosts, index = view.hosts, view.host_index
-            if index is None or index[0] is not hosts:
-                by_host: dict[str, list[HostState]] = {}
-                for hs in list(hosts.values()):
-                    by_host.setdefault(hs.host, []).append(hs)
-                index = view.host_index = (hosts, by_host)
-            out.extend(hs for hs in index[1].get(host, ()) if node is None or hs.nodename == node)
+            out.extend(hs for hs in _hosts_named(view, host) if node is None or hs.nodename == node)
         return out
 
     def compute_nodes_by_host_or_node(

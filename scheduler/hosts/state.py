@@ -28,6 +28,7 @@ import datetime
 import itertools
 import json
 import logging
+import operator
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -244,6 +245,9 @@ class _Usage(NamedTuple):
     numa_topology: Any
     pci_stats: Any
     updated: datetime.datetime | None
+
+
+_USAGE_OF = operator.attrgetter(*_Usage._fields)
 
 
 class HostState:
@@ -617,16 +621,7 @@ class HostState:
 
     # -- consumption (lock held) ---------------------------------------------------------------
     def _usage(self) -> _Usage:
-        return _Usage(
-            self.free_ram_mb,
-            self.free_disk_mb,
-            self.vcpus_used,
-            self.num_instances,
-            self.num_io_ops,
-            self.numa_topology,
-            self.pci_stats,
-            self.updated,
-        )
+        return _Usage._make(_USAGE_OF(self))
 
     def _restore(self, kept: dict[str, Consumption]) -> None:
         """The base again, then ``kept`` consumed on it in their order (the mirror is the
@@ -635,16 +630,8 @@ class HostState:
         if base is None:
             self._pending = kept or None
             return
-        (
-            self.free_ram_mb,
-            self.free_disk_mb,
-            self.vcpus_used,
-            self.num_instances,
-            self.num_io_ops,
-            self.numa_topology,
-            self.pci_stats,
-            self.updated,
-        ) = base
+        for name, value in zip(_Usage._fields, base, strict=True):
+            setattr(self, name, value)
         self._pending = None
         self._base = None
         if kept:

@@ -389,6 +389,35 @@ def test_identical_candidate_queries_in_flight_share_one_placement_call(placemen
     assert len(sent) == 3
 
 
+def test_a_query_that_arrived_after_an_identical_one_was_sent_asks_placement_itself(
+    placement_service,
+):
+    """Fresh as nova: an answer shared must have been asked after the caller arrived, so
+    that it holds every change committed before (a trait set just before the boot)."""
+    agg, _ = _fleet(PlacementClient(placement_service.url), n=2)
+    group = _base()
+    group.member_of = [[agg]]
+    query = AllocationCandidatesQuery([group], limit=1000)
+    client = PlacementClient(placement_service.url, coalesce_candidates=True)
+    sent = _slowed(client, 0.5)
+    first_sent = threading.Event()
+    answers: list = [None] * 3
+
+    def early() -> None:
+        first_sent.set()
+        answers[0] = client.get_allocation_candidates(query, not_before=time.monotonic())
+
+    def late(i: int) -> None:
+        assert first_sent.wait(5)
+        time.sleep(0.1)  # the first query is in flight: this caller arrived after it left
+        answers[i] = client.get_allocation_candidates(query, not_before=time.monotonic() - 0.05)
+
+    _run_together([early, lambda: late(1), lambda: late(2)])
+    # the two late callers shared one call of their own; none took the early one's answer
+    assert len(sent) == 2 and client.coalesced == 1
+    assert answers[1] is answers[2] and answers[1] is not answers[0]
+
+
 def test_a_failed_query_in_flight_fails_every_query_waiting_for_it(placement_service):
     client = PlacementClient(placement_service.url, coalesce_candidates=True)
     _slowed(client, 0.5)

@@ -256,8 +256,8 @@ def test_e2e_targets_are_judged_on_the_view_at_the_default_limit():
             _e2e_row(5000, "placement", p50=800.0, cpu=700.0),
             _e2e_row(5000, "view", p50=55.0, cpu=10.0),
             _e2e_row(5000, "view", limit=5000, p50=90.0, cpu=11.0),
-            _e2e_row(10000, "view", p50=44.0, cpu=10.0),
-            _e2e_row(10000, "view-stale", p50=40.5, cpu=10.0),
+            _e2e_row(10000, "view", p50=44.0, cpu=10.0, own=12.5),
+            _e2e_row(10000, "view-stale", p50=40.5, cpu=10.0, own=9.0),
         ],
     }
     e2e._judge(result)
@@ -276,7 +276,9 @@ def test_e2e_targets_are_judged_on_the_view_at_the_default_limit():
     text = e2e.format_table(result)
     assert "side by side" in text and "view-api" in text and "FAIL" in text
     assert "250.0 / 500.0" in text  # placement's p50 / p99 beside the view's
-    assert "view - view-stale: +3.5 ms at 10,000 hosts" in text
+    assert (
+        "view - view-stale, the scheduler's own p50 (total - Placement): +3.5 ms at 10,000" in text
+    )
 
 
 def _tp_row(source, processes, rps, cpu=10.0, over=0, orphans=0):

@@ -149,6 +149,8 @@ def _run_every_read(api: sa.Engine, cell: sa.Engine) -> None:
     assert queries.get_service_exceptions_digest(cell, later, NOW) == ((3, 1, 1, 1, 1),)
     fingerprint = queries.get_aggregates_fingerprint(api)
     assert (fingerprint.aggregates, fingerprint.hosts, fingerprint.metadata) == (1, 1, 1)
+    cheap = queries.get_aggregates_fingerprint(api, count_hosts=False)
+    assert cheap == fingerprint._replace(hosts=None)
     assert queries.get_instance_uuids_by_host(cell)
     assert queries.get_instance_uuids_by_host(cell, ["h1"])
     details = queries.get_instance_details_by_host(cell, ["h1"])

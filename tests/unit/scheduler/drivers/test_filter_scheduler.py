@@ -156,7 +156,9 @@ class FakePlacement:
         rp = next(iter(alloc_req["allocations"]))
         return next(h for h in self.hosts if h.uuid == rp)
 
-    def get_allocation_candidates(self, query, request_id=None) -> AllocationCandidates:
+    def get_allocation_candidates(
+        self, query, request_id=None, *, not_before=None
+    ) -> AllocationCandidates:
         self.queries.append(query)
         if self.candidates_error is not None:
             raise self.candidates_error

@@ -71,7 +71,9 @@ class QueryPlacement:
                 return False
         return True
 
-    def get_allocation_candidates(self, query, request_id=None) -> AllocationCandidates:
+    def get_allocation_candidates(
+        self, query, request_id=None, *, not_before=None
+    ) -> AllocationCandidates:
         self.queries.append(query)
         if self.fail_after is not None and len(self.queries) > self.fail_after:
             raise PlacementConnectionError("placement went away")
@@ -215,7 +217,7 @@ def test_a_refused_probe_is_skipped_and_an_error_stops_the_search_without_a_hint
 
 def test_placement_hint_never_raises():
     class Exploding:
-        def get_allocation_candidates(self, query, request_id=None):
+        def get_allocation_candidates(self, query, request_id=None, *, not_before=None):
             raise RuntimeError("boom")
 
     assert explain.placement_hint(Exploding(), _query()) == ""
