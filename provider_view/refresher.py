@@ -3,6 +3,7 @@ that makes a request see every change committed before it arrived (``ensure_fres
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
@@ -52,6 +53,7 @@ class ViewRefresher:
         # the per-request check in flight: when it began (the view's clock), or None
         self._checking: float | None = None
         self._check_done = threading.Condition()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None  # start_check's
         self.fresh_checks = 0  # checks made for requests (others shared them)
         self.fresh_shared = 0  # requests answered by a check another request made
 
@@ -87,6 +89,9 @@ class ViewRefresher:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         self.feed.close()
 
     def load(self) -> bool:
@@ -111,6 +116,25 @@ class ViewRefresher:
         )
         self.loaded.set()
         return True
+
+    def start_check(self, since: float) -> None:
+        """Start ``ensure_fresh(since)`` on a thread of its own, not waiting for it: the
+        check runs in Placement's database while the request does other work, and the
+        request's own ``ensure_fresh`` later shares it (it began after ``since``)."""
+        if not self.fresh_per_request or not self.view.loaded:
+            return
+        with self._check_done:
+            if self._checking is not None and self._checking >= since:
+                return  # one that the request may share is in flight already
+        pool = self._pool
+        if pool is None:
+            with self._check_done:
+                pool = self._pool
+                if pool is None:
+                    pool = self._pool = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="view-check"
+                    )
+        pool.submit(self.ensure_fresh, since)
 
     def ensure_fresh(self, since: float, wait: float = _FRESH_WAIT) -> str | None:
         """Make sure the view holds every change committed before ``since`` (the view's

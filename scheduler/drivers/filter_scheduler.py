@@ -466,11 +466,21 @@ class FilterScheduler:
         return key
 
     def _run_prefilters(self, req: SchedulingRequest) -> None:
-        # the cells are read (services, compute-node reports) while the prefilters and the
-        # Placement query run; the host states join those reads
+        # What the request reads to be as fresh as nova starts at once, in the databases:
+        # the aggregates' check and the cells' reads (services, compute-node reports), then
+        # Placement's, for the provider view. The prefilters wait for the aggregates; the
+        # host states and the view's candidates join the others later.
         prefetch = getattr(self.host_manager, "prefetch", None)
         if prefetch is not None:
             prefetch(req)
+        refresher = self.view_refresher
+        if (
+            refresher is not None
+            and req.use_view
+            and self.conf.scheduler.read_your_writes
+            and refresher.fresh_per_request
+        ):
+            refresher.start_check(self._view_time_of_arrival(req))
         # nova's request filters read the aggregates per request: ours must include every
         # change committed before the request arrived
         with req.timed("aggregates"):
@@ -611,6 +621,13 @@ class FilterScheduler:
             )
         return candidates
 
+    def _view_time_of_arrival(self, req: SchedulingRequest) -> float:
+        """The request's arrival on the provider view's clock."""
+        now = self.view_refresher.view.now()
+        if req.arrived_at is None:
+            return now
+        return now - max(0.0, _clock() - req.arrived_at)
+
     def _view_fresh_for(self, req: SchedulingRequest, queries: list[Any]) -> bool:
         """With a feed that can prove it (the database feed), make the view hold every
         change committed before now, which is after the request arrived: nova reads
@@ -624,7 +641,7 @@ class FilterScheduler:
         for q in queries:
             if unsupported_reason(q) is not None:
                 return True  # the view declines the query itself: no check needed
-        declined = refresher.ensure_fresh(refresher.view.now())
+        declined = refresher.ensure_fresh(self._view_time_of_arrival(req))
         if declined is None:
             return True
         req.view_declined = declined

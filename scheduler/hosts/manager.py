@@ -1313,13 +1313,18 @@ class HostManager:
         return out
 
     def prefetch(self, spec: RequestSpec | None = None) -> None:
-        """Start the request's reads of its cells now, without waiting for them: they run
-        (in the cell databases) while the request asks for its candidates, and
-        ``get_host_states_by_uuids`` joins them (``_FreshReads``: they started after the
-        request arrived)."""
+        """Start the request's check of the aggregates and its reads of its cells now,
+        without waiting for them: they run (in the databases) while the request does other
+        work, and ``sync_aggregates`` and ``get_host_states_by_uuids`` join them
+        (``_FreshReads``: they started after the request arrived)."""
         arrived = spec.arrived_at if isinstance(spec, SchedulingRequest) else None
         now = time.monotonic() if arrived is None else arrived
         timeout = self.conf.scheduler.cell_timeout
+        if self.conf.scheduler.read_your_writes:
+            # the aggregates' check first (sync_aggregates joins it)
+            self._fresh.get(
+                "aggregates", now, lambda: self._executor.submit(self._check_aggregates)
+            )
         for cell in self._cells_for(spec):
             self._fresh.get(
                 (cell.uuid, False),
