@@ -896,15 +896,17 @@ class HostManager:
             engine = db.get_engine(cell.database_connection)
             exceptions = digest = None
             band = self._heartbeat_band()
-            if self.conf.scheduler.read_your_writes:
-                # the rows only when their digest moved (a disable, a compute that stopped)
-                digest = queries.get_service_exceptions_digest(engine, *band)
-                if digest == view.exceptions_digest:
-                    exceptions = view.exceptions
-                else:
-                    exceptions = queries.get_service_exceptions(engine, *band)
             since = (view.nodes_read_started_at or view.read_started_at) - _REPORT_SLACK
-            nodes = queries.get_compute_node_reports(engine, since, view.recent_rows)
+            # both statements on one connection (one checkout, one liveness ping)
+            with engine.connect() as conn:
+                if self.conf.scheduler.read_your_writes:
+                    # the rows only when their digest moved (a disable, a compute that stopped)
+                    digest = queries.get_service_exceptions_digest(conn, *band)
+                    if digest != view.exceptions_digest:
+                        exceptions = queries.get_service_exceptions(engine, *band)
+                    else:
+                        exceptions = view.exceptions
+                nodes = queries.get_compute_node_reports(conn, since, view.recent_rows)
             self._apply_request_read(view, cell, engine, exceptions, nodes, timeout, band)
             if digest is not None:
                 # (taken before the rows: a change in between reads them again next time)
