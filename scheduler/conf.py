@@ -218,7 +218,9 @@ scheduler_opts = [
         min=-1,
         help="Seconds the in-memory copy of the API database's aggregates is trusted before it "
         "is re-read (nova keeps it current only through the update_aggregates RPC, which "
-        "novasched also applies). 0 re-reads on every request; -1 never re-reads.",
+        "novasched also applies). 0 re-reads on every request; -1 never re-reads. Not used "
+        "while read_your_writes and the refresher run: every request checks the aggregates "
+        "then, and the refresher every service_refresh_interval.",
     ),
     cfg.BoolOpt(
         "limit_tenants_to_placement_aggregate",

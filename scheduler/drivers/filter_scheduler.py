@@ -1027,7 +1027,7 @@ class FilterScheduler:
             if req.is_rebuild:
                 # a rebuild check claims nothing and the instance stays where it is: its
                 # consumption served this request's alternates only
-                _release_on(chosen, keys, "rebuild")
+                _release_on([h for h, _ in chosen], keys, "rebuild")
 
     def _with_alternates(
         self,
@@ -1134,13 +1134,7 @@ class FilterScheduler:
         # our consumption is void (nova rebuilds its HostStates on the next request; ours
         # are cached): each host counts its last report and the consumptions of others
         hosts = list(hosts)
-        released = set(consumers if keys is None else keys)
-        unique = list({id(h): h for h in hosts}.values())
-        for host in unique:
-            try:
-                host.release_consumption(released, "rollback")
-            except Exception:
-                LOG.exception("Could not release the consumption on host %s", host.host)
+        _release_on(hosts, consumers if keys is None else keys, "rollback")
         if not hasattr(self.host_manager, "track_consumption"):
             # a host cache of its own (the caching scheduler's) re-reads them later
             forget = getattr(self.host_manager, "forget_consumption", None)
@@ -1197,10 +1191,10 @@ class FilterScheduler:
         return NoValidHost(" ".join(parts), cause, filter_name)
 
 
-def _release_on(chosen: list[tuple[HostState, Any]], keys: list[str], reason: str) -> None:
-    """Stop counting ``keys`` on the hosts of ``chosen`` (the consumptions of one request)."""
+def _release_on(hosts: Iterable[HostState], keys: Iterable[str], reason: str) -> None:
+    """Stop counting ``keys`` on ``hosts`` (the consumptions of one request)."""
     wanted = set(keys)
-    for host in {id(h): h for h, _ in chosen}.values():
+    for host in {id(h): h for h in hosts}.values():
         try:
             host.release_consumption(wanted, reason)
         except Exception:

@@ -289,9 +289,7 @@ class _CellHealth:
         self.errored = exc is not None
         if exc is not None:
             first = f"Error reading cell {cell.name} ({cell.uuid}){_req(request_id)}: {exc}"
-            self._failed(cell, now, interval, first, f"error: {exc}", request_id, count)
-            if count:
-                metrics.M.cell_read_failures.labels(cell=cell.name, reason="error").inc()
+            self._failed(cell, now, interval, first, f"error: {exc}", request_id, count, "error")
             return
         if took > timeout:
             first = (
@@ -299,9 +297,7 @@ class _CellHealth:
                 f"answer within cell_timeout ({timeout:.1f} s){_req(request_id)}"
             )
             reason = f"a read took {took:.1f} s, longer than cell_timeout"
-            self._failed(cell, now, interval, first, reason, request_id, count)
-            if count:
-                metrics.M.cell_read_failures.labels(cell=cell.name, reason="timeout").inc()
+            self._failed(cell, now, interval, first, reason, request_id, count, "timeout")
             return
         self.last_ok_at = time.time()
         if self.failing_since is not None and recover:
@@ -337,9 +333,7 @@ class _CellHealth:
                     f"{now - (self.reading_since or now):.1f} s{_req(request_id)}"
                 )
             reason = f"did not answer within cell_timeout ({timeout:.1f} s)"
-            self._failed(cell, now, interval, first, reason, request_id, count)
-            if count:
-                metrics.M.cell_read_failures.labels(cell=cell.name, reason="timeout").inc()
+            self._failed(cell, now, interval, first, reason, request_id, count, "timeout")
             return True
 
     def _failed(
@@ -351,7 +345,12 @@ class _CellHealth:
         reason: str,
         request_id: str | None,
         count: bool,
+        kind: str,
     ) -> None:
+        """A failed read (``kind``: error or timeout): logged, and counted in the metrics
+        unless ``count`` is False (this read was counted already)."""
+        if count:
+            metrics.M.cell_read_failures.labels(cell=cell.name, reason=kind).inc()
         if self.failing_since is None:
             self.failing_since = self.reminded_at = now
             self.failures = 1
@@ -644,6 +643,8 @@ class HostManager:
         self.refresh_aggregates()
 
     def _maybe_refresh_aggregates(self) -> None:
+        if self.conf.scheduler.read_your_writes and self._refreshing():
+            return  # every request checks them, and the refresher counts their hosts
         ttl = self.conf.scheduler.aggregate_cache_ttl
         if ttl >= 0 and time.monotonic() - self._aggregates_loaded_at >= ttl:
             try:
@@ -1321,19 +1322,35 @@ class HostManager:
         (``_FreshReads``: they started after the request arrived)."""
         arrived = spec.arrived_at if isinstance(spec, SchedulingRequest) else None
         now = time.monotonic() if arrived is None else arrived
-        timeout = self.conf.scheduler.cell_timeout
         if self.conf.scheduler.read_your_writes:
             # the aggregates' check first (sync_aggregates joins it)
             self._fresh.get(
                 "aggregates", now, lambda: self._executor.submit(self._check_aggregates)
             )
         for cell in self._cells_for(spec):
-            self._fresh.get(
-                (cell.uuid, False),
-                now,
-                lambda cell=cell: self._executor.submit(self._request_read, cell),
-                stuck_after=timeout,
-            )
+            self._cell_read(cell, False, now)
+
+    def _cell_read(
+        self, cell: Cell, window: bool, not_before: float, request_id: str | None = None
+    ) -> concurrent.futures.Future:
+        """A read of ``cell`` started at or after ``not_before``: one in flight or done, or
+        a new one on the pool (``window``: the whole change window, else a request's read).
+        A read in flight for longer than ``cell_timeout`` is joined rather than queued
+        behind, so that a stuck cell cannot fill the pool."""
+        if window:
+
+            def start() -> concurrent.futures.Future:
+                return self._executor.submit(
+                    self._refresh_cell, cell, True, wait=True, request_id=request_id
+                )
+        else:
+
+            def start() -> concurrent.futures.Future:
+                return self._executor.submit(self._request_read, cell, request_id)
+
+        return self._fresh.get(
+            (cell.uuid, window), not_before, start, stuck_after=self.conf.scheduler.cell_timeout
+        )
 
     def _scatter_gather(
         self,
@@ -1352,23 +1369,7 @@ class HostManager:
         timeout = self.conf.scheduler.cell_timeout
         if not_before is None:
             not_before = time.monotonic()
-        futures: dict[concurrent.futures.Future, Cell] = {}
-        for cell in cells:
-            if window:
-                read: Callable[..., _CellRead] = self._refresh_cell
-                args: tuple[Any, ...] = (cell, True)
-                kwargs: dict[str, Any] = {"wait": True, "request_id": request_id}
-            else:
-                read, args, kwargs = self._request_read, (cell,), {"request_id": request_id}
-            fut = self._fresh.get(
-                (cell.uuid, window),
-                not_before,
-                lambda read=read, args=args, kwargs=kwargs: self._executor.submit(
-                    read, *args, **kwargs
-                ),
-                stuck_after=timeout,
-            )
-            futures[fut] = cell
+        futures = {self._cell_read(cell, window, not_before, request_id): cell for cell in cells}
         done, not_done = concurrent.futures.wait(futures, timeout=timeout)
         reads: list[_CellRead] = []
         # a failing cell is logged by its _CellHealth: once when it fails, at most every

@@ -80,6 +80,12 @@ def _install_nova(python: Path) -> None:
         pytest.fail(f"nova {NOVA_VERSION} is not importable in {NOVA_VENV}")
 
 
+@pytest.fixture(scope="module")
+def nova_python() -> Path:
+    """nova 34's interpreter (its venv made on first use)."""
+    return ensure_nova_venv()
+
+
 def nova_conductor_call(python: Path, **args: object) -> dict:
     """Run nova's conductor-side select_destinations with ``args``; return what nova saw."""
     return _run_nova_side(python, "conductor_call.py", args)

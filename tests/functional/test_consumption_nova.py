@@ -8,6 +8,8 @@ after such a delete its next boot goes where it would have gone before the insta
 must too, even though the compute node never wrote a newer report.
 """
 
+# ruff: noqa: F811 - the nova_python fixture is imported by name; tests take it by that name
+
 from __future__ import annotations
 
 import contextlib
@@ -19,16 +21,11 @@ from pathlib import Path
 import pytest
 
 from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
-from tests.functional.fixtures_nova import (
-    ensure_nova_venv,
+from tests.functional.fixtures_nova import (  # noqa: F401 - nova_python is a fixture
     nova_conductor_call,
     nova_instance_info,
+    nova_python,
 )
-
-
-@pytest.fixture(scope="module")
-def nova_python() -> Path:
-    return ensure_nova_venv()
 
 
 @pytest.fixture(scope="module")

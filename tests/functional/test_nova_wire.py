@@ -7,6 +7,8 @@ dicts at return_objects=False, and — the conductor's contract — a failure th
 its own `nova.exception.NoValidHost`.
 """
 
+# ruff: noqa: F811 - the nova_python fixture is imported by name; tests take it by that name
+
 from __future__ import annotations
 
 import contextlib
@@ -17,16 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
-from tests.functional.fixtures_nova import (
-    ensure_nova_venv,
+from tests.functional.fixtures_nova import (  # noqa: F401 - nova_python is a fixture
     nova_aggregate_api,
     nova_conductor_call,
+    nova_python,
 )
-
-
-@pytest.fixture(scope="module")
-def nova_python() -> Path:
-    return ensure_nova_venv()
 
 
 @pytest.fixture(scope="module")
