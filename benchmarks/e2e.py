@@ -12,7 +12,10 @@ unique exchange and topic of the real broker, and a conductor-side SchedulerAPI:
   is loaded when the service starts;
 * ``view-stale``: as ``view`` with ``[scheduler] read_your_writes`` off (no per-request
   read of the services, the aggregates and Placement's database): what freshness costs is the
-  difference of the two p50s, printed on a line of its own;
+  difference of the two p50s, printed on a line of its own. Measured with ``view``, on the
+  same service, the requests alternating between the two: two services (two views, two host
+  caches, built apart) differ by up to 3 ms p50 in the view's own step at 10k hosts, more
+  than freshness costs;
 * ``view-api``: ``view_feed = api``, at N <= ``VIEW_API_MAX_HOSTS`` only (its cold load reads
   four parts per provider, ~20 s at 1k); the benchmark waits until the view is loaded.
 
@@ -294,6 +297,7 @@ class Run:
 
     def __init__(self) -> None:
         self.samples: list[dict[str, float]] = []
+        self.stale: list[dict[str, float]] = []  # view-stale's, when measured alongside
         self.failures = 0
         self.instances: list[str] = []
         self.replied: set[str] = set()
@@ -308,9 +312,12 @@ def measure(
     repeats: int,
     *,
     timeout: float = RUN_TIMEOUT,
+    stale_too: bool = False,
 ) -> Run:
     """``WARMUP`` then ``repeats`` sequential one-instance boots. The claims are left in
-    place (the caller checks for orphans, then deletes them)."""
+    place (the caller checks for orphans, then deletes them). ``stale_too``: as many again,
+    every other request with ``[scheduler] read_your_writes`` off; their samples are kept
+    in ``run.stale``."""
     spec_project = cloud.fleet.spec.project_id
     spec_user = cloud.fleet.spec.user_id
     observed: list[dict[str, float]] = []
@@ -318,13 +325,17 @@ def measure(
     run = Run()
     deadline = time.monotonic() + timeout
     cpu0: dict[str, float] | None = None
+    total = WARMUP + repeats * (2 if stale_too else 1)
     try:
-        for i in range(WARMUP + repeats):
+        for i in range(total):
             if time.monotonic() > deadline:
                 break
             if i == WARMUP:
                 cpu0 = _cpu(cloud)
                 run.load.append(_load())
+            stale = stale_too and i % 2 == 1
+            if stale_too:
+                CONF.set_override("read_your_writes", not stale, group="scheduler")
             ctx, spec = _request(i, spec_project, spec_user)
             instance = str(uuidlib.uuid4())
             run.instances.append(instance)
@@ -342,13 +353,17 @@ def measure(
             if i >= WARMUP:
                 run.timed += 1
                 if observed:
-                    run.samples.append(dict(observed[-1], client=client_s))
+                    (run.stale if stale else run.samples).append(
+                        dict(observed[-1], client=client_s)
+                    )
         if cpu0 is not None:
             cpu1 = _cpu(cloud)
             run.load.append(_load())
             run.cpu_s = {k: round(cpu1[k] - cpu0[k], 3) for k in cpu0}
     finally:
         FilterScheduler.timing_observer = None
+        if stale_too:
+            CONF.clear_override("read_your_writes", group="scheduler")
     return run
 
 
@@ -358,10 +373,17 @@ def delete_claims(cloud: placement_seed.BenchCloud, consumers: list[str]) -> Non
 
 
 def measure_source(
-    cloud: placement_seed.BenchCloud, source: str, limits: list[int], repeats: int
+    cloud: placement_seed.BenchCloud,
+    source: str,
+    limits: list[int],
+    repeats: int,
+    *,
+    stale_too: bool = False,
 ) -> list[dict[str, Any]]:
     """One scheduler service with candidates from ``source``; a run per limit. Returns the
-    rows (without the size's own columns)."""
+    rows (without the size's own columns). ``stale_too``: each run alternates with
+    ``read_your_writes`` off, and gives a ``view-stale`` row too; the two rows carry the
+    run's CPU figures, both halves together."""
     rows = []
     t0 = time.perf_counter()
     with scheduler_in_process(cloud, source) as (client, service):
@@ -369,12 +391,18 @@ def measure_source(
         refresher = getattr(service.driver, "view_refresher", None)
         for limit in limits:
             CONF.set_override("max_placement_results", limit, group="scheduler")
-            run = measure(client, cloud, repeats)
+            run = measure(client, cloud, repeats, stale_too=stale_too)
             rows.append(_row(run, source, limit, ready_s))
             rows[-1]["_run"] = run
+            if stale_too:
+                stale = Run()
+                stale.samples = run.stale
+                shared = {k: v for k, v in rows[-1].items() if "cpu" in k}
+                rows.append({**_row(stale, "view-stale", limit, ready_s), **shared})
+                rows[-1]["_run"] = Run()
         if refresher is not None:
             feed = refresher.feed
-            rows[-1]["view_status"] = {
+            status = {
                 "providers": len(refresher.view),
                 "polls": refresher.polls,
                 "last_poll_ms": round(refresher.last_poll_seconds * 1000.0, 2),
@@ -386,6 +414,8 @@ def measure_source(
                     if isinstance(getattr(feed, name, None), int)
                 },
             }
+            for row in rows[-2 if stale_too else -1 :]:
+                row["view_status"] = status
     # the service has stopped (nothing in flight): every allocation left must be accounted for
     replied = set().union(*(r["_run"].replied for r in rows))
     lost = placement_seed.orphans(cloud, replied)
@@ -452,8 +482,14 @@ def run(sizes: list[int], repeats: int, out: dict, *, sources: tuple[str, ...] =
             setup_s = time.perf_counter() - t0
             # up to 1000 hosts, a limit of N returns what 1000 returns: one run is enough
             limits = [DEFAULT_LIMIT] + ([size] if size > DEFAULT_LIMIT else [])
-            for source in sources_for(size, sources):
-                for row in measure_source(cloud, source, limits, repeats):
+            wanted = sources_for(size, sources)
+            # view-stale alternates with view on one service (see the module's doc)
+            together = "view" in wanted and "view-stale" in wanted
+            for source in wanted:
+                if together and source == "view-stale":
+                    continue
+                stale_too = together and source == "view"
+                for row in measure_source(cloud, source, limits, repeats, stale_too=stale_too):
                     result["rows"].append(
                         {
                             "hosts": size,

@@ -9,7 +9,9 @@ from __future__ import annotations
 import datetime
 import logging
 import re
+import string
 import threading
+import urllib.parse
 import uuid as uuidlib
 from typing import Any, Literal
 
@@ -125,6 +127,112 @@ def create_schema(engine_or_url: Engine | str, which: Literal["api", "cell"] = "
 
 def _safe(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
+
+
+# ------------------------------------------------------------- templated cell URLs
+
+
+class CellUrlTemplateError(ValueError):
+    """A cell mapping's URL is a template (``{hostname}``, ``{password}``, ...) that this
+    process cannot fill; ``variable`` names the first field it could not fill."""
+
+    def __init__(self, variable: str, reason: str):
+        super().__init__(f"{{{variable}}}: {reason}")
+        self.variable = variable
+        self.reason = reason
+
+
+# the fields nova fills from the reader's own URL (nova/objects/cell_mapping.py); a
+# multi-host URL (oslo.messaging's ``user:pass@h1:p1,user:pass@h2:p2``) adds ``username1``,
+# ``hostname1``, ... per host
+CELL_URL_FIELDS = (
+    "scheme",
+    "username",
+    "password",
+    "hostname",
+    "port",
+    "path",
+    "query",
+    "fragment",
+)
+
+
+def _netloc_values(netloc: str) -> dict[str, Any]:
+    """``user:pass@host:port`` -> its parts, the way nova splits one host of a multi-host URL
+    (an IPv6 address with a port in brackets, one without a port bare)."""
+    userpass, hostport = netloc.split("@", 1) if "@" in netloc else ("", netloc)
+    host: str | None
+    port: Any = None
+    if not hostport:
+        host = None
+    elif hostport.startswith("["):
+        host, rest = hostport[1:].split("]")  # a second "]" fails, as in nova
+        if ":" in rest:
+            port = int(rest.split(":")[1])
+    elif hostport.count(":") == 1:
+        host, port_text = hostport.split(":")
+        port = int(port_text)
+    else:
+        host = hostport
+    username, _, password = userpass.partition(":")
+    return {
+        "username": username,
+        "password": password if ":" in userpass else None,
+        "hostname": host,
+        "port": port,
+    }
+
+
+def _template_values(reader_url: str) -> dict[str, Any]:
+    parts = urllib.parse.urlparse(reader_url)
+    values: dict[str, Any] = {
+        "username": parts.username,
+        "password": parts.password,
+        "hostname": parts.hostname,
+        "port": parts.port,
+        "scheme": parts.scheme,
+        "query": parts.query,
+        "fragment": parts.fragment,
+        "path": parts.path.lstrip("/"),
+    }
+    if "," in parts.netloc:
+        for index, netloc in enumerate(parts.netloc.split(","), start=1):
+            for key, value in _netloc_values(netloc).items():
+                values[f"{key}{index}"] = value
+    return values
+
+
+def format_cell_url(url: str, reader_url: str | None) -> str:
+    """A cell mapping's URL as nova's CellMapping reads it: a template's ``{fields}`` are
+    filled from ``reader_url``, the reading service's own URL (``[database] connection``
+    for a database_connection, ``[DEFAULT] transport_url`` for a transport_url), exactly as
+    nova fills them (``str.format``; a part the reader's URL lacks becomes ``None``, as in
+    nova). A URL that is not a format string at all (a lone brace in a password) is used as
+    stored, as nova does. Raises CellUrlTemplateError for a template that cannot be filled:
+    no ``reader_url``, a field nova does not know, a reader URL that cannot be parsed (where
+    nova logs an error and then uses the template itself as the URL)."""
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(url) if name is not None]
+    except ValueError:
+        return url
+    if not reader_url:
+        if fields:
+            raise CellUrlTemplateError(fields[0], "the template needs this process's own URL")
+        return url
+    try:
+        # nova formats every URL once the reader has one ("{{" is an escaped brace)
+        return url.format(**_template_values(reader_url))
+    except KeyError as exc:
+        raise CellUrlTemplateError(
+            str(exc.args[0]),
+            "not a field nova fills (use "
+            + ", ".join("{" + f + "}" for f in CELL_URL_FIELDS)
+            + ", or username1, hostname1, ... of a multi-host URL)",
+        ) from None
+    except (ValueError, IndexError, AttributeError, TypeError) as exc:
+        if not fields:
+            return url  # nova logs the failure and uses the URL as stored
+        raise CellUrlTemplateError(fields[0], f"cannot be filled: {exc}") from None
 
 
 # ----------------------------------------------------------------- databases on a server
@@ -319,3 +427,92 @@ def touch_services(
 def chunked(items: list[Any], size: int = 1000) -> list[list[Any]]:
     """``items`` in lists of at most ``size`` (big IN lists break some backends)."""
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+# -------------------------------------------------------------- the scheduler's own row
+
+
+def find_or_create_service(
+    engine: Engine, *, host: str, binary: str, topic: str, version: int
+) -> dict[str, Any]:
+    """The live ``services`` row of ``host`` and ``binary``, created as nova's service start
+    creates it when there is none (uuid, host, binary, topic, report_count 0, version;
+    enabled, not forced down), its version brought to ``version`` when it differs. Returns
+    ``{id, uuid, report_count, version, disabled, forced_down, created}``.
+
+    Two processes starting at once may both insert: the unique constraints of nova's schema
+    (host + binary, host + topic, among live rows) refuse the second, which then reads the
+    first's row. Raises DatabaseError when another binary holds ``host`` + ``topic``."""
+    t = models.services
+    columns = (t.c.id, t.c.uuid, t.c.report_count, t.c.version, t.c.disabled, t.c.forced_down)
+    live = sa.select(*columns).where(t.c.host == host, t.c.binary == binary, t.c.deleted == 0)
+    live = live.order_by(t.c.id)
+    for attempt in range(2):
+        with engine.begin() as conn:
+            row = conn.execute(live).first()
+            if row is not None:
+                out = dict(row._mapping)
+                if out["version"] != version:
+                    now = timeutils.utcnow()
+                    conn.execute(
+                        t.update()
+                        .where(t.c.id == out["id"])
+                        .values(version=version, updated_at=now)
+                    )
+                    out["version"] = version
+                out["created"] = False
+                break
+        try:
+            new_uuid = str(uuidlib.uuid4())
+            with engine.begin() as conn:
+                conn.execute(
+                    t.insert().values(
+                        uuid=new_uuid,
+                        host=host,
+                        binary=binary,
+                        topic=topic,
+                        report_count=0,
+                        version=version,
+                        disabled=False,
+                        forced_down=False,
+                        created_at=timeutils.utcnow(),
+                        deleted=0,
+                    )
+                )
+        except sa.exc.IntegrityError as exc:
+            if attempt:
+                raise DatabaseError(
+                    f"cannot create the services row of {binary} on {host}: {exc.orig}"
+                ) from None
+            continue  # another process created it in between: read it
+        with engine.connect() as conn:
+            row = conn.execute(live).first()
+        if row is None:
+            raise DatabaseError(f"the services row of {binary} on {host} vanished after insert")
+        out = dict(row._mapping)
+        out["created"] = True
+        break
+    out["disabled"] = bool(out["disabled"])
+    out["forced_down"] = bool(out["forced_down"])
+    return out
+
+
+def report_service_state(engine: Engine, service_id: int, *, version: int) -> bool:
+    """One heartbeat of a service, as nova's db servicegroup driver writes it: report_count
+    + 1, ``last_seen_up`` and ``updated_at`` now, the service's version. ``disabled`` and
+    ``forced_down`` are left as an operator set them. False if the row is gone (deleted
+    through the API)."""
+    t = models.services
+    now = timeutils.utcnow()
+    with engine.begin() as conn:
+        result = conn.execute(
+            t.update()
+            .where(t.c.id == service_id, t.c.deleted == 0)
+            .values(
+                report_count=t.c.report_count + 1,
+                last_seen_up=now,
+                updated_at=now,
+                version=version,
+            )
+        )
+    return result.rowcount > 0

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from db import models
-from db.api import chunked
+from db.api import CellUrlTemplateError, chunked, format_cell_url
 
 LOG = logging.getLogger(__name__)
 
@@ -52,17 +52,56 @@ def _naive_utc(value: datetime.datetime) -> datetime.datetime:
 # ---------------------------------------------------------------------------- API database
 
 
-def get_cell_mappings(api_engine: Engine) -> list[dict[str, Any]]:
-    """Every cell mapping (cell0 included), ordered by id."""
+def get_cell_mappings(
+    api_engine: Engine,
+    database_connection: str | None = None,
+    *,
+    transport_url: str | None = None,
+    skip_unusable: bool = False,
+) -> list[dict[str, Any]]:
+    """Every cell mapping (cell0 included), ordered by id, their URLs as nova reads them.
+
+    A templated ``database_connection`` is filled from ``database_connection``, the
+    reader's own ``[database] connection``; a templated ``transport_url`` from
+    ``transport_url`` (left as stored when it cannot be). A cell whose database URL cannot
+    be filled has a ``template_error`` key (the message names the cell and the field) and
+    its URL as stored; with ``skip_unusable`` it is logged as an error and left out instead.
+    """
     t = models.cell_mappings
     stmt = sa.select(
         t.c.id, t.c.uuid, t.c.name, t.c.database_connection, t.c.transport_url, t.c.disabled
     ).order_by(t.c.id)
     with api_engine.connect() as conn:
         rows = [dict(r._mapping) for r in conn.execute(stmt)]
+    out = []
     for row in rows:
         row["disabled"] = bool(row["disabled"])
-    return rows
+        label = f"cell {row['name'] or row['uuid']} ({row['uuid']})"
+        if row["database_connection"]:
+            try:
+                row["database_connection"] = format_cell_url(
+                    row["database_connection"], database_connection
+                )
+            except CellUrlTemplateError as exc:
+                where = (
+                    "[database] connection"
+                    if database_connection
+                    else "[database] connection, which is not set"
+                )
+                row["template_error"] = (
+                    f"{label}: its database_connection is a template whose {exc}; nova fills "
+                    f"it from the reading service's {where}"
+                )
+        if row["transport_url"]:
+            try:
+                row["transport_url"] = format_cell_url(row["transport_url"], transport_url)
+            except CellUrlTemplateError:
+                pass  # the scheduler never connects to a cell's broker
+        if row.get("template_error") and skip_unusable:
+            LOG.error("Skipping %s", row["template_error"])
+            continue
+        out.append(row)
+    return out
 
 
 def get_host_mappings(api_engine: Engine) -> dict[str, str]:
@@ -136,6 +175,12 @@ def _fingerprint_statement(count_hosts: bool) -> sa.Select:
 _AGGREGATES_FINGERPRINT = {flag: _fingerprint_statement(flag) for flag in (True, False)}
 
 
+def aggregates_fingerprint_statement(count_hosts: bool = True) -> sa.Select:
+    """The statement ``get_aggregates_fingerprint`` runs (to send it ahead:
+    ``db.read_ahead``)."""
+    return _AGGREGATES_FINGERPRINT[count_hosts]
+
+
 def get_aggregates_fingerprint(
     api_engine: Engine, *, count_hosts: bool = True
 ) -> AggregatesFingerprint:
@@ -144,7 +189,7 @@ def get_aggregates_fingerprint(
     20,000 rows on MariaDB; the rest is read by index or from small tables); without it
     ``hosts`` is None, and a host taken out of an aggregate does not show."""
     with api_engine.connect() as conn:
-        row = conn.execute(_AGGREGATES_FINGERPRINT[count_hosts]).one()
+        row = conn.execute(aggregates_fingerprint_statement(count_hosts)).one()
     *counts, a_changed, m_changed = row
     changed = [t for t in (a_changed, m_changed) if t is not None]
     return AggregatesFingerprint(*counts, changed_at=max(changed) if changed else None)
@@ -362,6 +407,14 @@ def get_compute_nodes_by_host_or_node(
         return _compute_node_rows(conn.execute(stmt))
 
 
+def compute_node_reports_statement(
+    since: datetime.datetime,
+) -> tuple[sa.Select, dict[str, Any]]:
+    """The first statement ``get_compute_node_reports`` runs, and its parameters (to send
+    it ahead: ``db.read_ahead``)."""
+    return _CN_REPORTED_KEYS, {"since": _naive_utc(since)}
+
+
 def get_compute_node_reports(
     cell_engine: Engine | sa.Connection,
     since: datetime.datetime,
@@ -372,7 +425,7 @@ def get_compute_node_reports(
     caller applied already. Two queries: the (uuid, updated_at) of the reports, then the
     whole rows of the new ones only, so that re-reading a window of reports costs little."""
     with _connected(cell_engine) as conn:
-        keys = conn.execute(_CN_REPORTED_KEYS, {"since": _naive_utc(since)}).all()
+        keys = conn.execute(*compute_node_reports_statement(since)).all()
         wanted = []
         for uuid, updated_at in keys:
             row = known.get(uuid)
@@ -433,6 +486,14 @@ _SVC_DIGEST = (
 )
 
 
+def service_exceptions_digest_statement(
+    earliest: datetime.datetime, latest: datetime.datetime
+) -> tuple[sa.Select, dict[str, Any]]:
+    """The statement and parameters ``get_service_exceptions_digest`` runs (to send it
+    ahead: ``db.read_ahead``)."""
+    return _SVC_DIGEST, {"earliest": _naive_utc(earliest), "latest": _naive_utc(latest)}
+
+
 def get_service_exceptions_digest(
     cell_engine: Engine | sa.Connection, earliest: datetime.datetime, latest: datetime.datetime
 ) -> tuple[tuple[int, ...], ...]:
@@ -441,11 +502,9 @@ def get_service_exceptions_digest(
     rows it read, and reads the rows again only when it differs. None of the columns is
     indexed in nova's schema: a scan of ``services`` (0.9 / 3.3 / 28 ms at 1,000 / 10,000 /
     100,000 services on MariaDB)."""
-    params = {"earliest": _naive_utc(earliest), "latest": _naive_utc(latest)}
+    stmt, params = service_exceptions_digest_statement(earliest, latest)
     with _connected(cell_engine) as conn:
-        return tuple(
-            sorted(tuple(int(v or 0) for v in row) for row in conn.execute(_SVC_DIGEST, params))
-        )
+        return tuple(sorted(tuple(int(v or 0) for v in row) for row in conn.execute(stmt, params)))
 
 
 def get_service_exceptions(

@@ -28,8 +28,18 @@ import numpy as np
 from stevedore import ExtensionManager
 
 from filters import BaseHostFilter, FilterOutcome, RowOutcome
-from scheduler.exceptions import NoValidHost, PluginNotFound
+from filters.nova_adapter import NovaFilterAdapter
+from scheduler.conf import CONF, NOVA_ALL_FILTERS
+from scheduler.exceptions import ConfigurationError, NoValidHost, PluginNotFound
 from scheduler.hosts.table import table_of
+from scheduler.nova_plugins import (
+    NOVA_FILTERS_PACKAGE,
+    NovaPluginImportError,
+    import_plugin,
+    nova_installed,
+    registered_path,
+    short_name,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -170,7 +180,7 @@ class FilterHandler:
         full_results: list[tuple[str, list[tuple[str, str]] | None]] = []
 
         for filter_ in self.filters:
-            if index > 0 and getattr(filter_, "run_filter_once_per_request", False):
+            if index > 0 and not _runs_for_index(filter_, index):
                 continue
             name = getattr(filter_, "name", None) or type(filter_).__name__
             start_count = len(current) if current is not None else len(rows)
@@ -330,28 +340,156 @@ def _outcome_from_survivors(
     return FilterOutcome(passed, [(h, reason) for h in hosts if id(h) not in kept])
 
 
-def _short_name(name: str) -> str:
-    """``nova.scheduler.filters.compute_filter.ComputeFilter`` -> ``ComputeFilter``."""
-    return name.strip().rsplit(".", 1)[-1]
+def _runs_for_index(filter_: Any, index: int) -> bool:
+    """Whether a filter runs for the ``index``-th instance of a multi-create: a nova filter
+    class answers with its ``run_filter_for_index``; ours by ``run_filter_once_per_request``."""
+    run_for_index = getattr(filter_, "run_filter_for_index", None)
+    if run_for_index is not None:
+        return bool(run_for_index(index))
+    return not getattr(filter_, "run_filter_once_per_request", False)
+
+
+class FilterNotAvailable(PluginNotFound):
+    """An enabled filter that ``[filter_scheduler] available_filters`` does not provide (nova
+    raises SchedulerHostFilterNotFound here): the service does not start."""
+
+    def __init__(self, names: list[str], available: list[str]):
+        super().__init__("filter", names, available)
+        self.args = (
+            f"Filter(s) {', '.join(names)} not available: [filter_scheduler] enabled_filters "
+            "names filters by class name, and each must be among the classes of "
+            f"[filter_scheduler] available_filters ({NOVA_ALL_FILTERS}: every registered "
+            "novasched filter; add a filter class of your own by its path, e.g. "
+            f"mycloud.filters.LocalDiskFilter). Available: {', '.join(self.available)}",
+        )
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 def _registered(namespace: str) -> dict[str, Any]:
+    """Every entry point of ``namespace``, by name (loaded)."""
+
     def _on_failure(_manager: Any, entrypoint: Any, exc: Exception) -> None:
         LOG.error("Could not load plugin %s from %s: %s", entrypoint.name, namespace, exc)
 
     manager = ExtensionManager(
         namespace, invoke_on_load=False, on_load_failure_callback=_on_failure
     )
-    return {ext.name: ext.plugin for ext in manager}
+    return {ext.name: ext for ext in manager}
 
 
-def load_filters(names: list[str]) -> list[BaseHostFilter]:
-    """Instantiate the named filters, in the given order, from the ``novasched.filters``
-    entry points. nova's dotted class paths are accepted by their last component."""
-    available = _registered(FILTER_NAMESPACE)
+# what _Catalog holds for a filter registered under our entry points
+_OURS = "<registered>"
+
+
+class _Catalog:
+    """The filters ``available_filters`` makes available, by class name: a registered one
+    (``_OURS``, its entry point name) or a class path to import."""
+
+    def __init__(self, available: list[str], extensions: dict[str, Any]):
+        self.extensions = extensions
+        self.targets = {n: e.entry_point.value.replace(":", ".") for n, e in extensions.items()}
+        self.by_name: dict[str, str] = {}
+        # paths whose classes are only known once imported (a function returning classes)
+        self.unread: list[str] = []
+        for entry in (a.strip() for a in available if a and a.strip()):
+            if entry in (NOVA_ALL_FILTERS, "all_filters"):
+                self.by_name.update(dict.fromkeys(extensions, _OURS))
+            elif registered_path(entry, self.targets, NOVA_FILTERS_PACKAGE):
+                self.by_name[short_name(entry)] = _OURS
+            elif "." not in entry:
+                if entry in extensions:
+                    self.by_name[entry] = _OURS
+                else:
+                    LOG.warning("[filter_scheduler] available_filters: no filter %r", entry)
+            elif entry.startswith(NOVA_FILTERS_PACKAGE + ".") and not nova_installed():
+                # one of nova's filters that novasched does not implement, without nova
+                LOG.warning(
+                    "[filter_scheduler] available_filters: %s is not implemented by "
+                    "novasched and nova is not installed here",
+                    entry,
+                )
+            else:
+                # nova's classes are named by their path; later entries win, as in nova
+                self.by_name[short_name(entry)] = entry
+                self.unread.append(entry)
+        self.loaded: dict[str, type] = {}
+
+    def find(self, name: str) -> str | None:
+        """The registered name or the class path of an enabled filter, or None."""
+        if "." not in name:
+            return self.by_name.get(name)
+        short = short_name(name)
+        found = self.by_name.get(short)
+        ours = registered_path(name, self.targets, NOVA_FILTERS_PACKAGE)
+        if ours is not None and found == _OURS:
+            return _OURS
+        if found == name:
+            return found
+        return None
+
+    def read_functions(self, enabled: list[str]) -> None:
+        """Import the paths that no enabled name matches: a path to a function returning
+        classes (nova's ``all_filters`` style) makes each of them available."""
+        wanted = {short_name(n) for n in enabled}
+        for path in self.unread:
+            short = short_name(path)
+            if short in wanted or self.by_name.get(short) != path:
+                continue
+            try:
+                classes = import_plugin(path, "filter")
+            except NovaPluginImportError as exc:
+                LOG.warning("[filter_scheduler] available_filters: %s", exc)
+                continue
+            if len(classes) == 1 and classes[0].__name__ == short:
+                self.loaded[path] = classes[0]
+                continue
+            del self.by_name[short]
+            for cls in classes:
+                key = f"{cls.__module__}.{cls.__qualname__}"
+                self.by_name[cls.__name__] = key
+                self.loaded[key] = cls
+        self.unread = []
+
+    def make(self, name: str, found: str) -> BaseHostFilter:
+        if found == _OURS:
+            return self.extensions[short_name(name)].plugin()
+        cls = self.loaded.get(found)
+        if cls is None:
+            classes = import_plugin(found, "filter")
+            wanted = short_name(found)
+            cls = next((c for c in classes if c.__name__ == wanted), None)
+            if cls is None:
+                raise FilterNotAvailable([name], list(self.by_name))
+        if isinstance(cls, type) and issubclass(cls, BaseHostFilter):
+            return cls()  # a novasched filter named by its path: no adapter
+        if not (hasattr(cls, "host_passes") or hasattr(cls, "filter_all")):
+            raise ConfigurationError(
+                f"{found} is not a filter class: it has neither host_passes nor filter_all"
+            )
+        return NovaFilterAdapter(cls(), found)
+
+
+def load_filters(names: list[str], available: list[str] | None = None) -> list[BaseHostFilter]:
+    """Instantiate the enabled filters, in the given order.
+
+    As nova does, each enabled name must be one of the classes of ``available`` (default:
+    ``[filter_scheduler] available_filters``), else FilterNotAvailable (nova's
+    SchedulerHostFilterNotFound). ``nova.scheduler.filters.all_filters`` there makes every
+    registered ``novasched.filters`` plugin available; nova's path to a built-in we
+    implement loads ours; any other class path is imported (``scheduler/nova_plugins.py``)
+    and, unless it is a novasched filter, run through ``NovaFilterAdapter``. An enabled name
+    may also be given as a class path (nova wants the class name)."""
+    if available is None:
+        available = list(CONF.filter_scheduler.available_filters)
+    catalog = _Catalog(available, _registered(FILTER_NAMESPACE))
     given = [n.strip() for n in names if n and n.strip()]
-    wanted = [_short_name(n) for n in given]
-    unknown = [n for n, w in zip(given, wanted, strict=True) if w not in available]
-    if unknown:
-        raise PluginNotFound("filter", unknown, list(available))
-    return [available[w]() for w in wanted]
+    found = [catalog.find(n) for n in given]
+    if None in found and catalog.unread:
+        catalog.read_functions(given)
+        found = [catalog.find(n) for n in given]
+    missing = [n for n, f in zip(given, found, strict=True) if f is None]
+    if missing:
+        raise FilterNotAvailable(missing, list(catalog.by_name))
+    return [catalog.make(n, f) for n, f in zip(given, found, strict=True)]

@@ -81,6 +81,7 @@ _READ_TIMEOUT = 60
 # the per-request check waits less: past it the request asks Placement (one statement, about
 # 15 ms at 100,000 providers)
 _CHECK_TIMEOUT = 5
+_COM_QUERY = 3  # pymysql.constants.COMMAND.COM_QUERY
 
 # per backend: the statement that opens a read-only transaction on one snapshot, the
 # database's clock (UTC and naive, as Placement writes its timestamps), and a SUM of integers
@@ -301,6 +302,10 @@ class DatabaseFeed:
         # feed's idea of what it read
         self._lock = threading.Lock()
         self._check_conn: Any = None  # the DB-API connection the per-request checks use
+        # the check's statement sent ahead (``send_check``): when, on the feed's clock, and
+        # the view's own claims answered by then; the lock keeps one statement in flight
+        self._check_lock = threading.Lock()
+        self._stamp_sent: tuple[float, int] | None = None
         # for tests, the benchmark and logs
         self.reads = 0  # providers read
         self.full_scans = 0  # polls that compared every provider's generation
@@ -310,7 +315,7 @@ class DatabaseFeed:
         self.catch_ups = 0  # catch_up calls that found a change and read it
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._check_lock:
             self._drop_check_connection()
         self._check_engine.dispose()
         self._engine.dispose()
@@ -339,23 +344,55 @@ class DatabaseFeed:
         with self._lock:
             return self._poll(view)
 
-    def catch_up(self, view: ProviderView) -> int:
+    def send_check(self, view: ProviderView) -> bool:
+        """Send the check's statement now, from the caller's thread, without waiting for
+        its answer: ``catch_up`` receives it. The database computes the sums while the
+        request does other work, and no thread waits for the interpreter lock to read an
+        answer (after each round trip, a thread beside a busy one waits up to the switch
+        interval, 5 ms). With PyMySQL, through its connection's ``_execute_command``; False
+        where it was not sent (another driver, an error):
+        ``catch_up`` then runs the statement itself."""
+        if self._read_at is None:
+            return False
+        with self._check_lock:
+            try:
+                if self._stamp_sent is not None:
+                    # one statement at a time on the connection: the one sent before (its
+                    # request asked no more) is received first
+                    self._stamp_sent = None
+                    self._check_conn.driver_connection._read_query_result()
+                conn = self._check_connection()
+                send = getattr(conn.driver_connection, "_execute_command", None)
+                if send is None:
+                    return False
+                sent = (self._clock(), view.claims_pending)
+                send(_COM_QUERY, self._sql.stamp)
+            except Exception as exc:  # the statement then runs in catch_up
+                LOG.debug("Provider view: the check could not be sent ahead: %s", exc)
+                self._drop_check_connection()
+                return False
+            self._stamp_sent = sent
+            return True
+
+    def catch_up(self, view: ProviderView, since: float | None = None) -> int:
         """Make the view hold every change of a provider committed before this call began
         (a request's freshness check): one statement compares the providers' sums with
         what the view holds, its own claims counted; only when they differ, the providers
         that changed are read (as ``poll`` finds them, without the allocation totals).
         Allocations deleted without a generation change are left to ``poll``: usage the
-        view over-counts only leaves a host out. Returns how many providers were read."""
+        view over-counts only leaves a host out. Returns how many providers were read.
+
+        ``since`` (the feed's clock): the statement sent ahead (``send_check``) is used
+        when it was sent at or after then, and the view is then current as of its sending;
+        otherwise the statement runs now."""
         with self._lock:
             if self._read_at is None:
                 self._load(view)
                 return len(view)
-            started = self._clock()
-            # the own claims counted now were all answered, so their generations are in the
-            # statement's snapshot; one answered later makes the sums differ (a read), never
-            # hides another change
-            pending = view.claims_pending
-            row = self._stamp()
+            # the own claims counted when the statement began were all answered, so their
+            # generations are in its snapshot; one answered later makes the sums differ (a
+            # read), never hides another change
+            row, (started, pending) = self._stamp(view, since)
             self.checks += 1
             sums = self._sums
             expected = (sums.count, sums.generations + pending, sums.roots)
@@ -365,23 +402,39 @@ class DatabaseFeed:
             self.catch_ups += 1
             return self._poll(view, allocations=False, dirty=False)
 
-    def _stamp(self) -> tuple[int, ...]:
+    def _stamp(
+        self, view: ProviderView, since: float | None = None
+    ) -> tuple[tuple[int, ...], tuple[float, int]]:
         """The providers' sums (``_Sql.stamp``) in one statement, on a connection kept for
-        it (autocommit: each statement sees every commit made before it began)."""
+        it (autocommit: each statement sees every commit made before it began), and when it
+        began with the view's own claims answered by then: the one sent ahead if it was
+        sent at or after ``since``, else one run now."""
+        with self._check_lock:
+            sent, self._stamp_sent = self._stamp_sent, None
+            try:
+                if sent is not None:
+                    conn = self._check_conn.driver_connection
+                    conn._read_query_result()
+                    row = conn._result.rows[0]
+                    if since is None or sent[0] >= since:
+                        return tuple(int(v) for v in row), sent
+                began = (self._clock(), view.claims_pending)
+                cursor = self._check_connection().cursor()
+                try:
+                    cursor.execute(self._sql.stamp)
+                    row = cursor.fetchone()
+                finally:
+                    cursor.close()
+            except Exception:
+                self._drop_check_connection()
+                raise
+        return tuple(int(v) for v in row), began
+
+    def _check_connection(self) -> Any:
         conn = self._check_conn
         if conn is None:
             conn = self._check_conn = self._check_engine.raw_connection()
-        try:
-            cursor = conn.cursor()
-            try:
-                cursor.execute(self._sql.stamp)
-                row = cursor.fetchone()
-            finally:
-                cursor.close()
-        except Exception:
-            self._drop_check_connection()
-            raise
-        return tuple(int(v) for v in row)
+        return conn
 
     def _drop_check_connection(self) -> None:
         conn, self._check_conn = self._check_conn, None

@@ -126,6 +126,9 @@ class ViewRefresher:
         with self._check_done:
             if self._checking is not None and self._checking >= since:
                 return  # one that the request may share is in flight already
+        send = getattr(self.feed, "send_check", None)
+        if send is not None and send(self.view):
+            return  # its statement runs in the database; ensure_fresh receives it
         pool = self._pool
         if pool is None:
             with self._check_done:
@@ -161,9 +164,9 @@ class ViewRefresher:
                 self._check_done.wait(left)
             if self.failures:
                 return f"the provider view's refreshes are failing ({self.last_error})"
-            self._checking = started = clock()
+            self._checking = clock()
         try:
-            self.feed.catch_up(view)  # type: ignore[attr-defined]
+            self.feed.catch_up(view, since)  # type: ignore[attr-defined]
             self.fresh_checks += 1
         except Exception as exc:  # any failure: this request asks Placement
             LOG.warning(
@@ -177,7 +180,8 @@ class ViewRefresher:
                 self._checking = None
                 self._check_done.notify_all()
         done = view.refreshed_at
-        if done is None or done < started:
+        # (as of its statement's start: sent ahead at or after ``since``, or run now)
+        if done is None or done < since:
             return "the provider view could not be checked"
         return None
 

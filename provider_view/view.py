@@ -179,6 +179,9 @@ class ProviderView:
         # own claims counted and not yet in a read (each bumped its provider's generation
         # once): the database feed's per-request check expects them in Placement's sums
         self.claims_pending = 0
+        # how many reads were applied (full or partial): a request that asked the view before
+        # its freshness check was answered knows the view it asked did not change meanwhile
+        self.reads_applied = 0
         # called with (consumer, provider) when a read shows that a consumer no longer holds
         # that provider: an own claim a read that began after it does not include (deleted),
         # or a consumer the previous read of the provider showed. Outside the view's lock;
@@ -222,6 +225,7 @@ class ProviderView:
         self, records: list[ProviderRecord], removed: set[str], fetched_at: float
     ) -> list[tuple[str, str]]:
         """Apply a read; returns the (consumer, provider) pairs the read shows gone."""
+        self.reads_applied += 1
         left: list[tuple[str, str]] = []
         for uuid in removed:
             old = self._entries.pop(uuid, None)

@@ -59,6 +59,24 @@ default_opts = [
         help="Maximum seconds since a nova-compute service last checked in for it to count as "
         "up (ComputeFilter).",
     ),
+    cfg.IntOpt(
+        "report_interval",
+        default=10,
+        help="Seconds between two heartbeats of the scheduler's own services row (binary "
+        "nova-scheduler, in the database of [database] connection), as nova's services "
+        "write. 0 writes the row at start and never again.",
+    ),
+    cfg.StrOpt(
+        "servicegroup_driver",
+        default="db",
+        choices=[
+            ("db", "heartbeats in the services table of each cell database"),
+            ("mc", "heartbeats in memcached: not supported, the scheduler refuses to start"),
+        ],
+        help="Where nova's services keep their heartbeats. novasched reads a compute "
+        "service's liveness from the services table of the cell databases, as nova's db "
+        "driver does, and supports 'db' only.",
+    ),
     cfg.StrOpt(
         "default_availability_zone",
         default="nova",
@@ -253,10 +271,24 @@ scheduler_opts = [
         "architecture, vIOMMU models) become required traits.",
     ),
     cfg.BoolOpt(
+        "novalidhost_detail",
+        default=False,
+        help="(novasched) Send the full NoValidHost explanation to nova's conductor. nova "
+        "stores the reason as the instance fault, which the instance's owner sees: the "
+        "explanation names filters, host counts, aggregate and provider UUIDs and the "
+        "Placement query, so by default the conductor gets nova's own 'There are not enough "
+        "hosts available.' and the request id, and the explanation is logged at INFO with "
+        "that id (and counted in the metrics; `novasched-manage explain` shows it). Turn it "
+        "on only where every tenant may see how the cloud is built (a private cloud).",
+    ),
+    cfg.BoolOpt(
         "query_placement_for_routed_network_aggregates",
         default=False,
-        help="routed_networks_filter prefilter. It needs Neutron, which novasched does not "
-        "call; when True a warning is logged and it is ignored.",
+        help="routed_networks_filter prefilter: send a request that names networks or "
+        "ports only to hosts in the Placement aggregates of their routed network segments "
+        "(each network's segments, or the segment of the subnet of a port that has an IP "
+        "address). Segments come from Neutron, through the [neutron] options; a Neutron or "
+        "Placement error fails the request with NoValidHost.",
     ),
 ]
 
@@ -269,24 +301,32 @@ filter_scheduler_opts = [
         deprecated_name="scheduler_available_filters",
         deprecated_group="DEFAULT",
         default=[NOVA_ALL_FILTERS],
-        help="Accepted for nova.conf compatibility: filters are plugins of the "
-        "'novasched.filters' entry-point namespace, all of which are available.",
+        help="Filter classes enabled_filters may name, as in nova: "
+        "'nova.scheduler.filters.all_filters' (the default) is every filter registered in the "
+        "'novasched.filters' entry-point namespace; nova's path to a built-in novasched "
+        "implements loads novasched's; any other class path (a filter written for nova, or "
+        "a function returning such classes) is imported in novasched's Python and run "
+        "through an adapter. A path that cannot be imported stops the service at start-up.",
     ),
     cfg.ListOpt(
         "enabled_filters",
         deprecated_name="scheduler_default_filters",
         deprecated_group="DEFAULT",
         default=DEFAULT_ENABLED_FILTERS,
-        help="Filters to run, in this order, by class name.",
+        help="Filters to run, in this order, by class name; each must be among the classes "
+        "of available_filters (else the service does not start, as nova raises "
+        "SchedulerHostFilterNotFound).",
     ),
     cfg.ListOpt(
         "weight_classes",
         deprecated_name="scheduler_weight_classes",
         deprecated_group="DEFAULT",
         default=[NOVA_ALL_WEIGHERS],
-        help="Weighers to use, by class name. nova's 'nova.scheduler.weights.all_weighers' "
-        "(the default) means every registered weigher; a dotted nova path is read by its "
-        "class name.",
+        help="Weighers to use: names registered in the 'novasched.weighers' entry-point "
+        "namespace, or class paths. nova's 'nova.scheduler.weights.all_weighers' (the "
+        "default) means every built-in weigher; nova's path to a built-in novasched "
+        "implements loads novasched's; any other class path (a weigher written for nova) is "
+        "imported in novasched's Python and run through an adapter.",
     ),
     cfg.IntOpt(
         "host_subset_size",
@@ -571,6 +611,63 @@ api_database_opts = [
     ),
 ]
 
+# nova's [notifications] options that decide what the scheduler's notifications look like
+notifications_opts = [
+    cfg.StrOpt(
+        "notification_format",
+        deprecated_group="DEFAULT",
+        default="unversioned",
+        choices=[
+            ("both", "Both the legacy unversioned and the versioned notifications are emitted"),
+            ("versioned", "Only the versioned notifications are emitted"),
+            ("unversioned", "Only the legacy unversioned notifications are emitted"),
+        ],
+        help="Which notification format to emit, as nova's. Notifications are sent only when "
+        "[oslo_messaging_notifications] driver is set (messagingv2, as nova's services).",
+    ),
+    cfg.ListOpt(
+        "versioned_notifications_topics",
+        default=["versioned_notifications"],
+        help="The topics the versioned notifications are sent to, as nova's.",
+    ),
+]
+
+database_opts = [
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        help="SQLAlchemy URL of the database of this scheduler's own services row (nova's "
+        "main database, as nova-scheduler writes it), and the URL whose parts fill a cell "
+        "mapping's templated database_connection ('{scheme}://{username}:{password}@"
+        "{hostname}/cell1'). Unset: the scheduler does not appear in the service list.",
+    ),
+]
+
+
+def _register_database_opts(conf: cfg.ConfigOpts) -> None:
+    # oslo.db registers this group on the global CONF whenever it runs in the process (an
+    # embedded Placement does): register its option objects when it is installed, so that
+    # both registrations agree
+    try:
+        from oslo_db import options as db_options
+
+        opts = db_options.database_opts
+    except ImportError:
+        opts = database_opts
+    try:
+        conf.register_opts(opts, group="database")
+    except cfg.DuplicateOptError:
+        pass
+
+
+def database_connection(conf: cfg.ConfigOpts) -> str | None:
+    """``[database] connection`` of ``conf`` (None when unset or not registered)."""
+    try:
+        return conf.database.connection or None
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):
+        return None
+
+
 placement_opts = [
     cfg.StrOpt(
         "noauth2_user",
@@ -682,6 +779,26 @@ placement_opts = [
     ),
 ]
 
+# [neutron]: what the routed networks and remote-managed ports prefilters read, with nova's
+# names and defaults; the keystoneauth options (auth_type, endpoint_override, region_name,
+# valid_interfaces, timeout ...) are registered beside them, as nova registers them.
+neutron_opts = [
+    cfg.IntOpt(
+        "extension_sync_interval",
+        default=600,
+        min=0,
+        help="Seconds between two reads of Neutron's extension list (GET /v2.0/extensions), "
+        "which says whether its 'segment' extension (routed networks) is enabled.",
+    ),
+    cfg.IntOpt(
+        "http_retries",
+        default=3,
+        min=0,
+        help="Retries of a Neutron request whose connection failed, with back-off (nova's "
+        "default).",
+    ),
+]
+
 # Groups whose unknown keys are reported once at start-up. Other groups of a nova.conf
 # ([DEFAULT], [api], [libvirt], ...) belong to other nova services and are silently skipped.
 _CHECKED_GROUPS = ("scheduler", "filter_scheduler", "placement", "metrics", "metrics_exporter")
@@ -697,6 +814,7 @@ _IGNORED_OLD_DEFAULT_OPTS = (
 )
 
 _PLACEMENT_GROUP = "placement"
+_NEUTRON_GROUP = "neutron"
 
 
 def _placement_ks_opts() -> list[cfg.Opt]:
@@ -718,11 +836,17 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(workarounds_opts, group="workarounds")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     conf.register_opts(api_database_opts, group="api_database")
+    _register_database_opts(conf)
     conf.register_opts(metrics_exporter_opts, group="metrics_exporter")
+    conf.register_opts(notifications_opts, group="notifications")
     conf.register_opts(placement_opts, group=_PLACEMENT_GROUP)
     ks_loading.register_session_conf_options(conf, _PLACEMENT_GROUP)
     ks_loading.register_adapter_conf_options(conf, _PLACEMENT_GROUP)
     ks_loading.register_auth_conf_options(conf, _PLACEMENT_GROUP)
+    conf.register_opts(neutron_opts, group=_NEUTRON_GROUP)
+    ks_loading.register_session_conf_options(conf, _NEUTRON_GROUP)
+    ks_loading.register_adapter_conf_options(conf, _NEUTRON_GROUP)
+    ks_loading.register_auth_conf_options(conf, _NEUTRON_GROUP)
     set_defaults(conf)
 
 
@@ -730,6 +854,8 @@ def set_defaults(conf: cfg.ConfigOpts) -> None:
     """Defaults we give to options registered by libraries (again after ``conf.reset()``)."""
     conf.set_default("service_type", "placement", group=_PLACEMENT_GROUP)
     conf.set_default("valid_interfaces", ["internal", "public"], group=_PLACEMENT_GROUP)
+    conf.set_default("service_type", "network", group=_NEUTRON_GROUP)
+    conf.set_default("valid_interfaces", ["internal", "public"], group=_NEUTRON_GROUP)
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
@@ -742,8 +868,11 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("workarounds", workarounds_opts),
         ("upgrade_levels", upgrade_levels_opts),
         ("api_database", api_database_opts),
+        ("database", database_opts),
         ("metrics_exporter", metrics_exporter_opts),
+        ("notifications", notifications_opts),
         (_PLACEMENT_GROUP, placement_opts + _placement_ks_opts()),
+        (_NEUTRON_GROUP, neutron_opts + _placement_ks_opts()),
     ]
 
 

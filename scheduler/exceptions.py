@@ -45,4 +45,14 @@ class PluginNotFound(ConfigurationError):
 
 
 class AllocationUpdateFailed(NovaschedError):
-    """A claim failed for a reason other than capacity (consumer generation conflict)."""
+    """A claim failed for a reason other than capacity (consumer generation conflict).
+    Travels to nova's conductor as ``nova.exception.AllocationUpdateFailed``, which its
+    evacuate and rebuild paths catch by class."""
+
+    def __init__(self, consumer_uuid: str, error: str):
+        self.consumer_uuid = consumer_uuid
+        self.error = error
+        # nova's message, word for word: nova's conductor logs and stores it as it is
+        super().__init__(
+            f"Failed to update allocations for consumer {consumer_uuid}. Error: {error}"
+        )

@@ -29,9 +29,16 @@ import numpy as np
 from stevedore import ExtensionManager
 
 from scheduler.conf import NOVA_ALL_WEIGHERS
-from scheduler.exceptions import NoValidHost, PluginNotFound
+from scheduler.exceptions import ConfigurationError, NoValidHost, PluginNotFound
 from scheduler.hosts.table import table_of
+from scheduler.nova_plugins import (
+    NOVA_WEIGHERS_PACKAGE,
+    import_plugin,
+    nova_installed,
+    registered_path,
+)
 from weighers import BaseHostWeigher, get_weight_multiplier
+from weighers.nova_adapter import NovaWeigherAdapter
 
 LOG = logging.getLogger(__name__)
 
@@ -553,17 +560,16 @@ class WeightHandler:
         return sorted(weighed, key=attrgetter("weight"), reverse=True)
 
 
-def _short_name(name: str) -> str:
-    return name.strip().rsplit(".", 1)[-1]
-
-
 def load_weighers(names: list[str]) -> list[BaseHostWeigher]:
-    """Instantiate the named weighers from the ``novasched.weighers`` entry points.
+    """Instantiate the named weighers.
 
     An empty list or nova's ``nova.scheduler.weights.all_weighers`` means every built-in
     weigher (nova's own 13, from this package), sorted by name (nova's order depends on a
-    directory listing; ours is fixed). A plugin weigher runs only when named.
-    nova's dotted class paths are accepted by their last component. A name given twice is
+    directory listing; ours is fixed). A plugin weigher runs only when named. A name is an
+    entry point of ``novasched.weighers``; nova's path to a built-in we implement
+    (``nova.scheduler.weights.ram.RAMWeigher``) loads ours; any other class path (or path
+    to a function returning classes) is imported (``scheduler/nova_plugins.py``) and, unless
+    it is a novasched weigher, run through ``NovaWeigherAdapter``. A name given twice is
     loaded once.
     """
 
@@ -574,24 +580,56 @@ def load_weighers(names: list[str]) -> list[BaseHostWeigher]:
         WEIGHER_NAMESPACE, invoke_on_load=False, on_load_failure_callback=_on_failure
     )
     available = {ext.name: ext.plugin for ext in manager}
+    targets = {ext.name: ext.entry_point.value.replace(":", ".") for ext in manager}
     built_in = sorted(
         ext.name for ext in manager if ext.entry_point.value.startswith(f"{__package__}.")
     )
     given = [n.strip() for n in names or [] if n and n.strip()]
     if not given:
         given = [NOVA_ALL_WEIGHERS]
+    # registered names, and class paths to import, in order
     wanted: list[str] = []
+    paths: set[str] = set()
     unknown: list[str] = []
     for name in given:
         if name in (NOVA_ALL_WEIGHERS, "all_weighers"):
             candidates = built_in
-        else:
-            short = _short_name(name)
-            if short not in available:
+        elif "." not in name:
+            if name not in available:
                 unknown.append(name)
                 continue
-            candidates = [short]
+            candidates = [name]
+        else:
+            ours = registered_path(name, targets, NOVA_WEIGHERS_PACKAGE)
+            if ours is not None:
+                candidates = [ours]
+            elif name.startswith(NOVA_WEIGHERS_PACKAGE + ".") and not nova_installed():
+                # one of nova's weighers that novasched does not implement, without nova
+                unknown.append(name)
+                continue
+            else:
+                candidates = [name]
+                paths.add(name)
         wanted.extend(c for c in candidates if c not in wanted)
     if unknown:
         raise PluginNotFound("weigher", unknown, list(available))
-    return [available[w]() for w in wanted]
+    loaded: list[BaseHostWeigher] = []
+    for name in wanted:
+        if name not in paths:
+            loaded.append(available[name]())
+            continue
+        for cls in import_plugin(name, "weigher"):
+            loaded.append(_weigher_of(cls, name))
+    return loaded
+
+
+def _weigher_of(cls: type, path: str) -> BaseHostWeigher:
+    """An imported weigher class, ready to run: a novasched weigher as it is, a nova weigher
+    through the adapter."""
+    if issubclass(cls, BaseHostWeigher):
+        return cls()
+    if not (hasattr(cls, "_weigh_object") or hasattr(cls, "weigh_objects")):
+        raise ConfigurationError(
+            f"{path} is not a weigher class: it has neither _weigh_object nor weigh_objects"
+        )
+    return NovaWeigherAdapter(cls(), path)

@@ -18,6 +18,24 @@ def hide_eventlet_deprecation() -> None:
     warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 
 
+def select_service_backend(eventlet: bool) -> None:
+    """Tell oslo.service which backend this process runs on, before oslo.messaging is
+    imported.
+
+    oslo.messaging's server module imports oslo.service, which otherwise loads its
+    default backend (eventlet) and logs "Loading backend: eventlet" in a process that
+    then serves on native threads. An operator must be able to trust that line.
+    """
+    from oslo_service import backend
+    from oslo_service.backend import exceptions
+
+    wanted = backend.BackendType.EVENTLET if eventlet else backend.BackendType.THREADING
+    try:
+        backend.init_backend(wanted)
+    except exceptions.BackendAlreadySelected:
+        pass  # this process imported oslo.messaging's server before (a test, an embedding)
+
+
 def text_table(headers: list[str], rows: list[list[Any]]) -> str:
     """A plain-text table: the headers, a rule, the rows; columns padded to their widest."""
     cells = [headers] + [["" if v is None else str(v) for v in row] for row in rows]

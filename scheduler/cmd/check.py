@@ -10,9 +10,11 @@ seconds, so a dead service fails its check quickly instead of hanging the comman
 
 The checks, in order (later ones use what earlier ones found):
 
-1. the enabled filters, the weighers and the ``[scheduler] driver`` load;
+1. the enabled filters, the weighers and the ``[scheduler] driver`` load, and
+   ``[DEFAULT] servicegroup_driver`` is ``db``;
 2. options of our groups the config files set but novasched ignores;
-3. the API database and every enabled cell database answer and have the tables and columns
+3. the API database and every enabled cell database (a templated URL filled from
+   ``[database] connection``, as nova does) answer and have the tables and columns
    novasched reads (``db.queries.READ_COLUMNS``);
 4. Placement answers at microversion 1.36 with the configured credentials;
 5. Placement's own ``allocation_conflict_retry_count`` is safe for concurrent claims;
@@ -41,7 +43,9 @@ import db
 from db import models
 from db.api import normalize_url
 from db.queries import READ_COLUMNS
+from scheduler.conf import NOVA_ALL_FILTERS, database_connection
 from scheduler.demo.fleet import ProgressCallback
+from scheduler.servicegroup import servicegroup_driver_problem
 
 # seconds: opening a database or broker connection, one Placement call, one database read
 CONNECT_TIMEOUT = 3
@@ -220,12 +224,22 @@ def _listing(items: Sequence[str], limit: int = SHOW_OFFENDERS) -> str:
 # ------------------------------------------------------------- 1. filters and weighers
 
 
+def _unknown_plugins(
+    kind: str, option: str, exc: Any, details: list[str], remedies: list[str]
+) -> None:
+    details.append(f"[filter_scheduler] {option}: unknown {kind} name(s) " + ", ".join(exc.names))
+    remedies.append(
+        f"Use {kind} names that are installed in [filter_scheduler] {option} (or install the "
+        f"plugin package that provides them). Available {kind}s: " + ", ".join(exc.available)
+    )
+
+
 @check("Filters, weighers and driver")
 def check_plugins(ctx: CheckContext) -> CheckResult:
     """Every ``enabled_filters`` and ``weight_classes`` name loads, and ``[scheduler]
     driver`` names a driver entry point (resolved, not instantiated: a driver connects to
     the databases and Placement when it is made)."""
-    from filters.handler import load_filters
+    from filters.handler import FilterNotAvailable, load_filters
     from scheduler.exceptions import PluginNotFound
     from weighers.handler import load_weighers
 
@@ -234,23 +248,33 @@ def check_plugins(ctx: CheckContext) -> CheckResult:
     details: list[str] = []
     remedies: list[str] = []
     status = Status.OK
+    available = list(fs.available_filters or [])
     for kind, option, loader in (
-        ("filter", "enabled_filters", load_filters),
+        ("filter", "enabled_filters", lambda names: load_filters(names, available)),
         ("weigher", "weight_classes", load_weighers),
     ):
         names = list(getattr(fs, option) or [])
         try:
             loaded = loader(names)
-        except PluginNotFound as exc:
+        except FilterNotAvailable as exc:
             status = Status.FAILURE
+            if NOVA_ALL_FILTERS in available:
+                # every installed filter is available: the name is not one of them
+                _unknown_plugins(kind, option, exc, details, remedies)
+                continue
             details.append(
-                f"[filter_scheduler] {option}: unknown {kind} name(s) " + ", ".join(exc.names)
+                f"[filter_scheduler] {option}: filter(s) not among the classes of "
+                "[filter_scheduler] available_filters: " + ", ".join(exc.names)
             )
             remedies.append(
-                f"Use {kind} names that are installed in [filter_scheduler] {option} (or "
-                f"install the plugin package that provides them). Available {kind}s: "
-                + ", ".join(exc.available)
+                "Add each filter's class path to [filter_scheduler] available_filters (a "
+                "filter written for nova: its module must be importable here), or keep "
+                "nova.scheduler.filters.all_filters there for every installed novasched filter."
             )
+            continue
+        except PluginNotFound as exc:
+            status = Status.FAILURE
+            _unknown_plugins(kind, option, exc, details, remedies)
             continue
         except Exception as exc:  # a plugin that fails to import or to initialise
             status = Status.FAILURE
@@ -266,6 +290,11 @@ def check_plugins(ctx: CheckContext) -> CheckResult:
     details.append(driver_details)
     if driver_remedy:
         remedies.append(driver_remedy)
+    servicegroup_problem = servicegroup_driver_problem(ctx.conf)
+    if servicegroup_problem is not None:
+        status = Status.FAILURE
+        details.append(servicegroup_problem.split(": ", 1)[0] + ": the service refuses to start")
+        remedies.append(servicegroup_problem.split(": ", 1)[1])
     return CheckResult(name, status, "\n".join(details), "\n".join(remedies))
 
 
@@ -394,7 +423,7 @@ def check_databases(ctx: CheckContext) -> CheckResult:
         ctx.api_error = f"the API database at {mask_url(url)} lacks {', '.join(missing)}"
         return CheckResult.failure(name, ctx.api_error, SCHEMA_REMEDY)
     try:
-        mappings = db.get_cell_mappings(api)
+        mappings = db.get_cell_mappings(api, database_connection(ctx.conf))
     except Exception as exc:
         ctx.api_error = f"cell_mappings of {mask_url(url)} cannot be read: {_first_line(exc)}"
         return CheckResult.failure(name, ctx.api_error, SCHEMA_REMEDY)
@@ -424,6 +453,17 @@ def check_databases(ctx: CheckContext) -> CheckResult:
         cell = CellInfo(m["name"] or m["uuid"], m["uuid"], m["database_connection"] or "")
         ctx.cells.append(cell)
         label = f"cell {cell.name} ({cell.uuid}) at {mask_url(cell.url) or '(no URL)'}"
+        if m.get("template_error"):
+            failed = True
+            cell.error = m["template_error"]
+            details.append(cell.error)
+            remedies.append(
+                "Set [database] connection in this file to the URL whose parts the template "
+                "takes (as nova's services have it), or store the cell's full URL (nova-manage "
+                f"cell_v2 update_cell --cell_uuid {cell.uuid} --database_connection URL)."
+            )
+            ctx.report("checking cell databases", done, len(enabled))
+            continue
         try:
             if not cell.url:
                 raise ValueError("the cell mapping has no database_connection")

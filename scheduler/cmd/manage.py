@@ -37,10 +37,10 @@ from oslo_utils import timeutils
 from sqlalchemy.engine import make_url
 
 import db
-from scheduler.cmd import hide_eventlet_deprecation
+from scheduler.cmd import hide_eventlet_deprecation, select_service_backend
 from scheduler.cmd import text_table as _table
 from scheduler.cmd.progress import terminal_progress
-from scheduler.conf import CONF
+from scheduler.conf import CONF, database_connection
 from scheduler.demo import fleet as fleet_mod
 from scheduler.hosts.table import service_is_up
 
@@ -104,12 +104,12 @@ def _cell0_url(url: str) -> str:
 
 def _resolve_cells(api_engine: sa.Engine, wanted: Sequence[str] | None) -> list[dict[str, Any]]:
     """The cells named (by name or uuid) in ``wanted``, else every enabled non-cell0 cell."""
-    cells = [c for c in db.get_cell_mappings(api_engine) if c["uuid"] != db.CELL0_UUID]
+    cells = [c for c in _cell_mappings(api_engine) if c["uuid"] != db.CELL0_UUID]
     if not wanted:
         chosen = [c for c in cells if not c["disabled"]]
         if not chosen:
             raise CommandError("no cells are mapped: run 'cell create' first")
-        return chosen
+        return _usable(chosen)
     out = []
     for w in wanted:
         match = [c for c in cells if w in (c["name"], c["uuid"])]
@@ -117,7 +117,24 @@ def _resolve_cells(api_engine: sa.Engine, wanted: Sequence[str] | None) -> list[
             names = ", ".join(c["name"] or c["uuid"] for c in cells) or "none"
             raise CommandError(f"unknown cell {w!r} (known cells: {names})")
         out.extend(m for m in match if m not in out)
-    return out
+    return _usable(out)
+
+
+def _cell_mappings(api_engine: sa.Engine) -> list[dict[str, Any]]:
+    """The cell mappings, templated URLs filled from ``[database] connection`` (and
+    ``[DEFAULT] transport_url``) as nova's services read them."""
+    return db.get_cell_mappings(
+        api_engine,
+        database_connection(CONF),
+        transport_url=getattr(CONF, "transport_url", None),
+    )
+
+
+def _usable(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for cell in cells:
+        if cell.get("template_error"):
+            raise CommandError(cell["template_error"])
+    return cells
 
 
 # ------------------------------------------------------------------------------ commands
@@ -148,7 +165,7 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
     urls: list[tuple[str, str]] = []
     if CONF.database.connection:
         urls.append(("[database] connection", CONF.database.connection))
-    for cell in db.get_cell_mappings(api):
+    for cell in _usable(_cell_mappings(api)):
         urls.append((f"cell {cell['name'] or cell['uuid']}", cell["database_connection"]))
     done: set[str] = set()
     for label, url in urls:
@@ -199,7 +216,7 @@ def cmd_cell_list(args: argparse.Namespace) -> int:
             _safe_url(c["database_connection"]),
             c["disabled"],
         ]
-        for c in db.get_cell_mappings(_api_engine())
+        for c in _cell_mappings(_api_engine())
     ]
     print(_table(["name", "uuid", "transport_url", "database_connection", "disabled"], rows))
     return 0
@@ -630,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return the exit status (0 on success)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     hide_eventlet_deprecation()
+    select_service_backend(eventlet=False)
     debug = "--debug" in argv
     try:
         try:

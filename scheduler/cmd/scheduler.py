@@ -12,7 +12,7 @@ import argparse
 import configparser
 import sys
 
-from scheduler.cmd import hide_eventlet_deprecation
+from scheduler.cmd import hide_eventlet_deprecation, select_service_backend
 
 _PROG = "novasched-scheduler"
 
@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the configuration, set up logging and run the scheduler service."""
     argv = list(sys.argv[1:] if argv is None else argv)
 
-    if _wants_eventlet(argv):
+    eventlet_backend = _wants_eventlet(argv)
+    if eventlet_backend:
         # must happen before oslo.messaging, kombu and friends create locks and sockets
         import eventlet
 
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{_PROG}: configuration error: {exc}", file=sys.stderr)
         return 2
     log.setup(conf, "novasched")
+    # after the log is set up (its line names the backend), before oslo.messaging is imported
+    select_service_backend(eventlet_backend)
     sched_conf.warn_unsupported_options(conf)
     gmr.setup(conf)
 

@@ -86,6 +86,8 @@ def _run(args: argparse.Namespace, state: Path) -> int:
     db.create_schema(api, "api")
     db.ensure_cell0(api, f"sqlite:///{state / 'nova_cell0.sqlite'}")
     cell_engines: dict[str, Any] = {}
+    # the scheduler's own database (its nova-scheduler services row), as in a one-cell nova
+    main_db_url = f"sqlite:///{state / 'nova_cell1.sqlite'}"
     for i in range(1, args.cells + 1):
         url = f"sqlite:///{state / f'nova_cell{i}.sqlite'}"
         mapping = db.create_cell_mapping(api, name=f"cell{i}", database_connection=url)
@@ -122,6 +124,9 @@ def _run(args: argparse.Namespace, state: Path) -> int:
         CONF.set_override("auth_type", "noauth2", group="placement")
         CONF.set_override("endpoint_override", url, group="placement")
         CONF.set_override("host", "novasched-demo")
+        # the demo's caller is its operator: show why a request found no host
+        CONF.set_override("novalidhost_detail", True, group="scheduler")
+        CONF.set_override("connection", main_db_url, group="database")
         # oslo.messaging's in-process driver: the real RPC stack and wire encoding, no broker
         transport = rpc.get_transport(CONF, url="fake:/")
         service = SchedulerService(CONF, transport=transport)

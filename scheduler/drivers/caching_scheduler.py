@@ -169,7 +169,9 @@ class HostStateCache:
             return [h for h in hosts if id(h) in found]
         return [h for h in hosts if h.uuid in wanted]
 
-    def prefetch(self, spec: RequestSpec | None = None) -> None:
+    def prefetch(
+        self, spec: RequestSpec | None = None, *, aggregates: bool = True, cells: bool = True
+    ) -> None:
         """Nothing to start: requests of this driver read no cell (``refresh`` does)."""
 
     def compute_nodes_by_host_or_node(

@@ -317,12 +317,16 @@ class FilterScheduler:
         spec_obj: RequestSpec,
         instance_uuids: list[str] | None,
         return_alternates: bool = False,
+        on_candidates: Callable[[RequestSpec], None] | None = None,
     ) -> list[list[Selection]]:
+        """``on_candidates`` is called with the request once its candidate hosts are known
+        and before they are filtered (where nova sends ``select_destinations.start``); it
+        is not called when the prefilters or Placement end the request."""
         req = self.new_request(context, spec_obj)
         start = time.perf_counter()
         try:
             try:
-                return self._select(req, instance_uuids, return_alternates)
+                return self._select(req, instance_uuids, return_alternates, on_candidates)
             except NoValidHost as exc:
                 if not self._confirm_with_placement(req, exc):
                     raise
@@ -333,7 +337,7 @@ class FilterScheduler:
                 retry.use_view = False
                 retry.timings = req.timings
                 req = retry
-                return self._select(req, instance_uuids, return_alternates)
+                return self._select(req, instance_uuids, return_alternates, on_candidates)
         finally:
             total = time.perf_counter() - start
             if LOG.isEnabledFor(logging.DEBUG):
@@ -353,12 +357,17 @@ class FilterScheduler:
         req: SchedulingRequest,
         instance_uuids: list[str] | None,
         return_alternates: bool,
+        on_candidates: Callable[[RequestSpec], None] | None = None,
     ) -> list[list[Selection]]:
         if req.is_rebuild:
             # nova: no prefilters, no Placement, every host of the cells, no claim
             hosts = self.all_hosts(req)
+            if on_candidates is not None:
+                on_candidates(req)
             return self._legacy_find_hosts(req, hosts, instance_uuids, return_alternates)
         hosts = self.placement_hosts(req)
+        if on_candidates is not None:
+            on_candidates(req)
         if instance_uuids is None:
             return self._legacy_find_hosts(req, hosts, None, return_alternates)
         return self._schedule(req, hosts, instance_uuids, return_alternates)
@@ -466,13 +475,17 @@ class FilterScheduler:
         return key
 
     def _run_prefilters(self, req: SchedulingRequest) -> None:
-        # What the request reads to be as fresh as nova starts at once, in the databases:
-        # the aggregates' check and the cells' reads (services, compute-node reports), then
-        # Placement's, for the provider view. The prefilters wait for the aggregates; the
-        # host states and the view's candidates join the others later.
-        prefetch = getattr(self.host_manager, "prefetch", None)
-        if prefetch is not None:
-            prefetch(req)
+        # What the request reads to be as fresh as nova runs in the databases while the
+        # request works: the aggregates' check first (the prefilters wait for it, so it
+        # runs alone), then the cells' reads (services, compute-node reports) and, for the
+        # provider view, Placement's; the host states and the view's answer take theirs
+        # later (_candidates_from_view).
+        self._prefetch(req, cells=False)
+        # nova's request filters read the aggregates per request: ours must include every
+        # change committed before the request arrived
+        with req.timed("aggregates"):
+            self.host_manager.sync_aggregates(req.arrived_at)
+        self._prefetch(req, aggregates=False)
         refresher = self.view_refresher
         if (
             refresher is not None
@@ -481,10 +494,6 @@ class FilterScheduler:
             and refresher.fresh_per_request
         ):
             refresher.start_check(self._view_time_of_arrival(req))
-        # nova's request filters read the aggregates per request: ours must include every
-        # change committed before the request arrived
-        with req.timed("aggregates"):
-            self.host_manager.sync_aggregates(req.arrived_at)
         try:
             applied = prefilters.process_reqspec(req, self.host_manager, self.conf)
         except RequestFilterFailed as exc:
@@ -589,23 +598,23 @@ class FilterScheduler:
         view = self.view
         if view is None or not req.use_view:
             return None
-        answers = []
         with req.timed("view"):
-            if not self._view_fresh_for(req, queries):
-                return None
-            for q in queries:
-                try:
-                    answer = view.candidates(q)
-                except Exception:  # a fault of the view must not fail the request
-                    LOG.exception("The provider view failed to answer; asking Placement")
-                    req.view_declined = "the provider view failed (see the log)"
+            check = self._view_check_wanted(queries)
+            while True:
+                # asked before its freshness check is answered (the check's statement runs
+                # in Placement's database meanwhile); a view that a read changed while it
+                # was asked is asked again, fresh by then
+                applied = view.reads_applied
+                answers = self._ask_view(req, view, queries)
+                if answers is None:
                     return None
-                req.view_age = answer.age
-                if answer.candidates is None:
-                    req.view_declined = answer.reason
-                    LOG.debug("Provider view not used: %s", answer.reason)
-                    return None
-                answers.append(answer.candidates)
+                if not check:
+                    break
+                if not self._view_fresh_for(req):
+                    return None  # (why: req.view_declined) Placement answers
+                check = False
+                if view.reads_applied == applied:
+                    break
             candidates = answers[0] if len(answers) == 1 else query.merge_candidates(answers)
         if candidates.empty:
             req.view_declined = "the provider view found no candidate"
@@ -621,6 +630,11 @@ class FilterScheduler:
             )
         return candidates
 
+    def _prefetch(self, req: SchedulingRequest, **what: bool) -> None:
+        prefetch = getattr(self.host_manager, "prefetch", None)
+        if prefetch is not None:
+            prefetch(req, **what)
+
     def _view_time_of_arrival(self, req: SchedulingRequest) -> float:
         """The request's arrival on the provider view's clock."""
         now = self.view_refresher.view.now()
@@ -628,20 +642,42 @@ class FilterScheduler:
             return now
         return now - max(0.0, _clock() - req.arrived_at)
 
-    def _view_fresh_for(self, req: SchedulingRequest, queries: list[Any]) -> bool:
-        """With a feed that can prove it (the database feed), make the view hold every
-        change committed before now, which is after the request arrived: nova reads
-        Placement afresh for each request, and so must the view. False (the reason in
-        ``req.view_declined``): ask Placement."""
+    def _ask_view(
+        self, req: SchedulingRequest, view: Any, queries: list[Any]
+    ) -> list[AllocationCandidates] | None:
+        """The view's candidates for each query, or None (why: ``req.view_declined``)."""
+        answers = []
+        for q in queries:
+            try:
+                answer = view.candidates(q)
+            except Exception:  # a fault of the view must not fail the request
+                LOG.exception("The provider view failed to answer; asking Placement")
+                req.view_declined = "the provider view failed (see the log)"
+                return None
+            req.view_age = answer.age
+            if answer.candidates is None:
+                req.view_declined = answer.reason
+                LOG.debug("Provider view not used: %s", answer.reason)
+                return None
+            answers.append(answer.candidates)
+        return answers
+
+    def _view_check_wanted(self, queries: list[Any]) -> bool:
+        """Whether the view's answer must be proven fresh (``_view_fresh_for``): with a feed
+        that can prove it (the database feed), unless ``read_your_writes`` is off or the
+        view declines the queries itself."""
         refresher = self.view_refresher
         if refresher is None or not refresher.fresh_per_request:
-            return True
+            return False
         if not self.conf.scheduler.read_your_writes:
-            return True  # the view as its last refresh left it
-        for q in queries:
-            if unsupported_reason(q) is not None:
-                return True  # the view declines the query itself: no check needed
-        declined = refresher.ensure_fresh(self._view_time_of_arrival(req))
+            return False  # the view as its last refresh left it
+        return all(unsupported_reason(q) is None for q in queries)
+
+    def _view_fresh_for(self, req: SchedulingRequest) -> bool:
+        """Make the view hold every change committed before the request arrived: nova
+        reads Placement afresh for each request, and so must the view. False (the reason
+        in ``req.view_declined``): ask Placement."""
+        declined = self.view_refresher.ensure_fresh(self._view_time_of_arrival(req))
         if declined is None:
             return True
         req.view_declined = declined
@@ -748,9 +784,12 @@ class FilterScheduler:
                         request_id=req.request_id,
                     )
             except ConsumerGenerationConflict as exc:
+                LOG.warning("The claim of %s on %s met: %s", instance_uuid, host.host, exc)
+                # nova's words; Placement's own text stays in the log
                 raise AllocationUpdateFailed(
-                    f"Failed to claim resources for instance {instance_uuid}: its allocations were "
-                    f"changed concurrently by another process ({exc})"
+                    instance_uuid,
+                    f"another process changed the consumer {instance_uuid} after the "
+                    "scheduler read the consumer state during the claim",
                 ) from exc
             except ClaimOutcomeUnknown as exc:
                 LOG.warning(

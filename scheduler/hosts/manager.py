@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import functools
 import gc
 import logging
 import operator
@@ -40,8 +41,8 @@ from typing import Any, NamedTuple
 from oslo_utils import timeutils
 
 import db
-from db import queries
-from scheduler.conf import CONF
+from db import queries, read_ahead
+from scheduler.conf import CONF, database_connection
 from scheduler.hosts.instances import InstanceTracker
 from scheduler.hosts.state import HostState
 from scheduler.hosts.table import HostTable
@@ -415,6 +416,10 @@ class _FreshReads:
                     return fut
             fut = start()
             self._reads[key] = (now, fut)
+            if found is not None and isinstance(found[1], _InlineRead):
+                # sent, and maybe asked for by nobody (its request failed first): receive
+                # and apply it on the pool, which returns its connection
+                found[1].settle()
             return fut
 
     def run(self, key: Any, not_before: float, work: Callable[[], Any]) -> Any:
@@ -433,6 +438,64 @@ class _FreshReads:
             except BaseException as exc:
                 fut.set_exception(exc)
         return fut.result()
+
+
+class _InlineRead(concurrent.futures.Future):
+    """A read whose statements were sent when the request arrived (``db.read_ahead``): the
+    first thread that wants its result receives and applies it, on that thread, rather than
+    a worker thread that would wait for the interpreter lock after each round trip. A
+    thread whose deadline passes before the answers arrive hands the rest to the pool, so
+    a database that does not answer is waited for no longer than a read on the pool is."""
+
+    def __init__(
+        self,
+        work: Callable[[], Any],
+        arrived: Callable[[float], bool],
+        pool: concurrent.futures.Executor,
+    ):
+        super().__init__()
+        self._work = work
+        self._arrived = arrived
+        self._pool = pool
+        self._claim = threading.Lock()
+
+    def run_here(self, deadline: float | None = None) -> None:
+        """Receive and apply the read now, unless another thread does (or did); with a
+        ``deadline`` (``time.monotonic()``), only if the answers arrive by then, else on
+        the pool."""
+        if not self._claim.acquire(blocking=False):
+            return
+        if deadline is not None and not self._arrived(deadline):
+            self._pool.submit(self._run)
+            return
+        self._run()
+
+    def settle(self) -> None:
+        """Receive and apply it on the pool unless a thread has already taken it."""
+        if not self.done() and not self._claim.locked():
+            self._pool.submit(self.run_here)
+
+    def _run(self) -> None:
+        try:
+            self.set_result(self._work())
+        except BaseException as exc:
+            self.set_exception(exc)
+
+    def result(self, timeout: float | None = None) -> Any:
+        self.run_here(None if timeout is None else time.monotonic() + timeout)
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self.run_here(None if timeout is None else time.monotonic() + timeout)
+        return super().exception(timeout)
+
+
+class _SentRead(NamedTuple):
+    """A request's read of a cell sent on arrival: the statements' parameters with them."""
+
+    ahead: read_ahead.ReadAhead
+    band: tuple[datetime.datetime, datetime.datetime]
+    since: datetime.datetime
 
 
 @dataclass(slots=True)
@@ -549,7 +612,9 @@ class HostManager:
     def refresh_cells_caches(self) -> None:
         """(Re)load cell mappings: cell0 is left out, disabled cells are not scheduled to."""
         cells: dict[str, Cell] = {}
-        for row in db.get_cell_mappings(self.api_engine):
+        for row in db.get_cell_mappings(
+            self.api_engine, database_connection(self.conf), skip_unusable=True
+        ):
             if row["uuid"] == CELL0_UUID:
                 continue
             cells[row["uuid"]] = Cell(
@@ -620,14 +685,29 @@ class HostManager:
                 "Could not check the aggregates in the API database: %s; using those held", exc
             )
 
-    def _check_aggregates(self, count_hosts: bool = False) -> None:
+    def _start_aggregates_check(self) -> concurrent.futures.Future:
+        """A request's check of the aggregates, started: its statement sent now and
+        received by the request (``db.read_ahead``), else run on the pool."""
+        if not read_ahead.supported(self.api_engine):
+            return self._executor.submit(self._check_aggregates)
+        ahead = read_ahead.ReadAhead(self.api_engine)
+        ahead.send(queries.aggregates_fingerprint_statement(count_hosts=False))
+        work = functools.partial(self._check_aggregates, ahead=ahead)
+        return _InlineRead(work, ahead.wait, self._executor)
+
+    def _check_aggregates(
+        self, count_hosts: bool = False, ahead: read_ahead.ReadAhead | None = None
+    ) -> None:
         """Read the aggregates whole again if their tables changed since the last whole
         read. A request's check (``count_hosts`` False) leaves out the one costly part, a
         count of ``aggregate_hosts``, so a host taken out of an aggregate is not seen by it:
         nova-api's cast applies that at once (nova's own filters know aggregate hosts only
         from those casts too; its request filters read aggregates and metadata), and the
         refresher's check, which counts, within ``service_refresh_interval``."""
-        fingerprint = db.get_aggregates_fingerprint(self.api_engine, count_hosts=count_hosts)
+        fingerprint = db.get_aggregates_fingerprint(
+            ahead or self.api_engine,  # type: ignore[arg-type]
+            count_hosts=count_hosts,
+        )
         seen = self._aggregates_seen
         if seen is not None:
             held, read_at = seen
@@ -862,7 +942,9 @@ class HostManager:
         finally:
             view.lock.release()
 
-    def _request_read(self, cell: Cell, request_id: str | None = None) -> _CellRead:
+    def _request_read(
+        self, cell: Cell, request_id: str | None = None, sent: _SentRead | None = None
+    ) -> _CellRead:
         """A request's read of one cell: everything committed before it started is applied
         when it returns, without waiting for the refresher's read in flight.
 
@@ -877,8 +959,12 @@ class HostManager:
         services (a node created, deleted or moved, a service created or deleted) takes the
         cell's lock, for a window read of its services. A cell never read, or whose last
         read failed, goes through ``_refresh_cell``; so does a cell whose window nobody
-        else reads (no refresher: explain from the command line, tests)."""
+        else reads (no refresher: explain from the command line, tests). ``sent``: the
+        statements sent when the request arrived (``_send_cell_read``)."""
         view = self._view(cell)
+        if sent is not None and not self._sendable(view):
+            sent.ahead.discard()
+            sent = None
         if view.read_started_at is None or view.health.errored:
             return self._refresh_cell(
                 cell, wait=view.read_started_at is None, request_id=request_id
@@ -896,10 +982,15 @@ class HostManager:
         try:
             engine = db.get_engine(cell.database_connection)
             exceptions = digest = None
-            band = self._heartbeat_band()
-            since = (view.nodes_read_started_at or view.read_started_at) - _REPORT_SLACK
-            # both statements on one connection (one checkout, one liveness ping)
-            with engine.connect() as conn:
+            if sent is None:
+                band = self._heartbeat_band()
+                since = (view.nodes_read_started_at or view.read_started_at) - _REPORT_SLACK
+                bind: Any = engine
+            else:
+                band, since, bind = sent.band, sent.since, sent.ahead
+            # both statements on one connection (one checkout, one liveness ping), or
+            # answered from those sent on arrival
+            with bind.connect() as conn:
                 if self.conf.scheduler.read_your_writes:
                     # the rows only when their digest moved (a disable, a compute that stopped)
                     digest = queries.get_service_exceptions_digest(conn, *band)
@@ -924,6 +1015,33 @@ class HostManager:
         if known is None or started > known:
             view.nodes_read_started_at = started
         return _CellRead(view, view.hosts, view.servable)
+
+    def _sendable(self, view: _CellView) -> bool:
+        """Whether a request's read of this cell is the two statements ``_request_read``
+        runs (not a whole or window read)."""
+        if view.read_started_at is None or view.health.errored:
+            return False
+        return self._refreshing() or (
+            time.monotonic() - view.window_read_at < self.window_read_interval
+        )
+
+    def _send_cell_read(self, cell: Cell) -> _SentRead | None:
+        """Send a request's read of ``cell`` now, to be received by ``_request_read`` when
+        the request needs it (``db.read_ahead``); None where that cannot be done (another
+        driver than PyMySQL, a cell never read)."""
+        engine = db.get_engine(cell.database_connection)
+        if not read_ahead.supported(engine):
+            return None
+        view = self._view(cell)
+        if not self._sendable(view):
+            return None
+        band = self._heartbeat_band()
+        since = (view.nodes_read_started_at or view.read_started_at) - _REPORT_SLACK
+        ahead = read_ahead.ReadAhead(engine)
+        if self.conf.scheduler.read_your_writes:
+            ahead.send(*queries.service_exceptions_digest_statement(*band))
+        ahead.send(*queries.compute_node_reports_statement(since))
+        return _SentRead(ahead, band, since)
 
     def _apply_request_read(
         self,
@@ -1315,20 +1433,23 @@ class HostManager:
             self._load_instances([r.view for r in reads], out)
         return out
 
-    def prefetch(self, spec: RequestSpec | None = None) -> None:
+    def prefetch(
+        self, spec: RequestSpec | None = None, *, aggregates: bool = True, cells: bool = True
+    ) -> None:
         """Start the request's check of the aggregates and its reads of its cells now,
         without waiting for them: they run (in the databases) while the request does other
         work, and ``sync_aggregates`` and ``get_host_states_by_uuids`` join them
-        (``_FreshReads``: they started after the request arrived)."""
+        (``_FreshReads``: they started after the request arrived). A second call joins
+        what the first started; ``aggregates`` / ``cells`` False leave those out (a caller
+        that wants the database to answer something else first)."""
         arrived = spec.arrived_at if isinstance(spec, SchedulingRequest) else None
         now = time.monotonic() if arrived is None else arrived
-        if self.conf.scheduler.read_your_writes:
+        if aggregates and self.conf.scheduler.read_your_writes:
             # the aggregates' check first (sync_aggregates joins it)
-            self._fresh.get(
-                "aggregates", now, lambda: self._executor.submit(self._check_aggregates)
-            )
-        for cell in self._cells_for(spec):
-            self._cell_read(cell, False, now)
+            self._fresh.get("aggregates", now, self._start_aggregates_check)
+        if cells:
+            for cell in self._cells_for(spec):
+                self._cell_read(cell, False, now)
 
     def _cell_read(
         self, cell: Cell, window: bool, not_before: float, request_id: str | None = None
@@ -1346,7 +1467,11 @@ class HostManager:
         else:
 
             def start() -> concurrent.futures.Future:
-                return self._executor.submit(self._request_read, cell, request_id)
+                sent = self._send_cell_read(cell)
+                if sent is None:
+                    return self._executor.submit(self._request_read, cell, request_id)
+                work = functools.partial(self._request_read, cell, request_id, sent)
+                return _InlineRead(work, sent.ahead.wait, self._executor)
 
         return self._fresh.get(
             (cell.uuid, window), not_before, start, stuck_after=self.conf.scheduler.cell_timeout
@@ -1370,7 +1495,12 @@ class HostManager:
         if not_before is None:
             not_before = time.monotonic()
         futures = {self._cell_read(cell, window, not_before, request_id): cell for cell in cells}
-        done, not_done = concurrent.futures.wait(futures, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        for fut in futures:
+            if isinstance(fut, _InlineRead):
+                fut.run_here(deadline)
+        left = max(0.0, deadline - time.monotonic())
+        done, not_done = concurrent.futures.wait(futures, timeout=left)
         reads: list[_CellRead] = []
         # a failing cell is logged by its _CellHealth: once when it fails, at most every
         # cell_failure_log_interval while it fails, once when it answers again

@@ -13,6 +13,10 @@ Names matched (nova's flavor extra specs / ImageMetaProps fields; nova 34):
   ``hw_vif_model``, ``hw_architecture``, ``hw_emulation_architecture``, ``hw_viommu_model``.
 * ``accelerators_filter``: ``accel:device_profile``.
 * ``packed_virtqueue_filter``: ``hw:virtio_packed_ring`` / ``hw_virtio_packed_ring``.
+* ``routed_networks_filter``: the ``network_id`` / ``port_id`` of each NetworkRequest →
+  ``member_of`` the aggregates of its Neutron segments' resource providers.
+* ``remote_managed_ports_filter``: a requested port whose ``binding:vnic_type`` is
+  ``remote-managed`` → ``COMPUTE_REMOTE_MANAGED_PORTS``.
 * ``ephemeral_encryption_filter``: ``hw:ephemeral_encryption`` / ``hw_ephemeral_encryption``
   and ``hw:ephemeral_encryption_format`` / ``hw_ephemeral_encryption_format``
   (plain, luks, luksv2).
@@ -35,15 +39,34 @@ Where novasched departs from nova 34:
   ``virtio`` matters to the sound prefilter, and any TPM version means a vTPM.
 * A missing image or ``disk_format`` skips ``require_image_type_support`` (nova fails).
 
-Not available: ``routed_networks_filter`` and ``remote_managed_ports_filter`` need Neutron,
-which the scheduler does not call (the first one's toggle is warned about at start-up; the
-second one has none, so requests with remote-managed ports are scheduled without
-``COMPUTE_REMOTE_MANAGED_PORTS``). ``owner_nova_filter`` (``OWNER_NOVA``) is not run either.
+``routed_networks_filter`` and ``remote_managed_ports_filter`` ask Neutron (through the
+``[neutron]`` options, ``scheduler/placement/neutron.py``) and, for the first, Placement
+(``GET /resource_providers/{segment}/aggregates``), with nova's calls. They depart from nova 34
+in these ways:
+
+* Every failure to get an answer (Neutron or Placement unreachable, timed out or answering
+  an error, a port or subnet Neutron does not know, a segment in no aggregate) fails the
+  request with NoValidHost and a reason naming the network, port or subnet and the cause,
+  and a warning in the log. nova turns only some of them into NoValidHost (a failed subnet
+  read, Placement unreachable, a segment in no aggregate); the others (Neutron failing while
+  nova reads its extensions or a port, a segment Placement does not know) reach the
+  conductor as an unexplained remote error. Both fail the boot.
+* Neutron is asked with the ``[neutron]`` credentials for every call; nova reads the ports
+  with the user's token (and the service catalog of the request). With ``[neutron]``
+  unconfigured, ``remote_managed_ports_filter`` is skipped (one warning) and
+  ``routed_networks_filter`` fails the requests that name a network or port.
+* The list of Neutron's extensions is read once per ``[neutron] extension_sync_interval``
+  by the process; nova reads it once per request.
+* A requested network ``auto`` or ``none`` (nova's auto-allocated or no network) asks
+  Neutron nothing: nova lists the subnets of a network of that id, and finds none. An entry
+  with neither a network nor a port adds nothing (nova reuses the previous entry's
+  aggregates, or fails on the first one). Each entry's aggregates are sorted and listed once.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -51,9 +74,12 @@ from typing import Any, Protocol
 import os_traits
 from oslo_utils import strutils
 
+from placement_client.errors import PlacementError
 from scheduler.conf import CONF
 from scheduler.exceptions import RequestFilterFailed
 from scheduler.objects import Aggregate, Destination, RequestSpec
+from scheduler.placement import neutron
+from scheduler.placement.client import client_from_conf as placement_client_from_conf
 from scheduler.placement.query import build_queries
 
 LOG = logging.getLogger(__name__)
@@ -327,6 +353,197 @@ def tpm_secret_security_filter(spec: RequestSpec, aggregates: AggregateView, con
     return True
 
 
+# nova's NetworkRequest ids that name no network: auto-allocate one, or none at all
+_NO_NETWORK_IDS = ("auto", "none")
+
+
+class _ConfiguredClients:
+    """The Neutron and Placement clients of the prefilters, built from the configuration on
+    first use and again when their option group changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[str, tuple[Any, Any]] = {}
+
+    def get(self, group: str, conf, build: Callable[[Any], Any]) -> Any:
+        key = (id(conf), _options_signature(conf, group))
+        with self._lock:
+            known = self._clients.get(group)
+            if known is not None and known[0] == key:
+                return known[1]
+            client = build(conf)
+            self._clients[group] = (key, client)
+            return client
+
+
+def _options_signature(conf, group: str) -> tuple[tuple[str, str], ...]:
+    opts = conf[group]
+    return tuple(sorted((name, repr(opts[name])) for name in opts))
+
+
+_CLIENTS = _ConfiguredClients()
+_NEUTRON_UNCONFIGURED_WARNED = threading.Event()
+
+
+def _neutron_client(conf) -> neutron.NeutronClient:
+    """The Neutron client of ``[neutron]``; RequestFilterFailed if it cannot be built."""
+    try:
+        return _CLIENTS.get(neutron.GROUP, conf, neutron.client_from_conf)
+    except neutron.NeutronError as exc:
+        LOG.warning("Cannot ask Neutron: %s", exc)
+        raise RequestFilterFailed(str(exc)) from exc
+
+
+def _placement_client(conf) -> Any:
+    """The Placement client of ``[placement]`` (nova's report client singleton)."""
+    return _CLIENTS.get("placement", conf, placement_client_from_conf)
+
+
+def _request_id(spec: RequestSpec) -> str | None:
+    return getattr(spec, "request_id", None)
+
+
+def _names_network_or_port(requested: dict[str, Any]) -> bool:
+    network_id = requested.get("network_id")
+    return bool(requested.get("port_id")) or bool(network_id and network_id not in _NO_NETWORK_IDS)
+
+
+def _refuse(spec: RequestSpec, reason: str, exc: Exception) -> RequestFilterFailed:
+    LOG.warning("[%s] %s: %s", _request_id(spec) or "-", reason, exc)
+    return RequestFilterFailed(f"{reason}: {exc}")
+
+
+def routed_networks_filter(spec: RequestSpec, aggregates: AggregateView, conf=CONF) -> bool:
+    """Send a request that names networks or ports only to hosts in the aggregates of their
+    routed network segments."""
+    if not conf.scheduler.query_placement_for_routed_network_aggregates:
+        return False
+    requested = [r for r in spec.requested_networks or [] if _names_network_or_port(r)]
+    if not requested:
+        # nothing named yet: nova-compute allocates the network after scheduling
+        return False
+    client = _neutron_client(conf)
+    placement = _placement_client(conf)
+    changed = False
+    for requested_network in requested:
+        network_id, aggs = _routed_aggregates(spec, requested_network, client, placement)
+        if aggs:
+            # ANDed with every other requested aggregate, like another NIC's
+            _destination(spec).require_aggregates(aggs)
+            LOG.debug(
+                "routed_networks_filter request filter added the following aggregates for "
+                "network ID %s: %s",
+                network_id,
+                ", ".join(aggs),
+            )
+            changed = True
+    return changed
+
+
+def _routed_aggregates(
+    spec: RequestSpec,
+    requested_network: dict[str, Any],
+    client: neutron.NeutronClient,
+    placement: Any,
+) -> tuple[str | None, list[str]]:
+    """The network id and the aggregates one requested network or port must be in: the
+    segment of the subnet of a port that has an IP address, else the segments of the
+    (port's) network."""
+    request_id = _request_id(spec)
+    port_id = requested_network.get("port_id")
+    if port_id:
+        try:
+            port = client.show_port(port_id, request_id)
+        except neutron.NeutronError as exc:
+            raise _refuse(spec, f"Aggregates not found for the port {port_id}", exc) from exc
+        fixed_ips = port.get("fixed_ips") or []
+        if fixed_ips:
+            # the port already has an address: stay on its (first) subnet's segment
+            subnet_id = fixed_ips[0].get("subnet_id")
+            what = f"the subnet {subnet_id}"
+            try:
+                segment = client.segment_id_for_subnet(subnet_id, request_id)
+            except neutron.NeutronError as exc:
+                raise _refuse(spec, f"Aggregates not found for {what}", exc) from exc
+            segments = [segment] if segment else []
+            return None, _segment_aggregates(spec, segments, placement, what)
+        network_id = port.get("network_id")
+    else:
+        network_id = requested_network.get("network_id")
+    if not network_id:
+        return None, []
+    what = f"the network {network_id}"
+    try:
+        segments = client.segment_ids_for_network(network_id, request_id)
+    except neutron.NeutronError as exc:
+        raise _refuse(spec, f"Aggregates not found for {what}", exc) from exc
+    # a network that is not routed has no segment: any host will do
+    return network_id, _segment_aggregates(spec, segments, placement, what)
+
+
+def _segment_aggregates(
+    spec: RequestSpec, segments: list[str], placement: Any, what: str
+) -> list[str]:
+    """The Placement aggregates of the segments' resource providers (Neutron's segments
+    plugin puts each segment's provider, and its hosts, in one aggregate)."""
+    out: list[str] = []
+    for segment in segments:
+        try:
+            found = placement.get_aggregates(segment, request_id=_request_id(spec))
+        except PlacementError as exc:
+            raise _refuse(
+                spec,
+                f"Aggregates not found for {what}: Placement could not give the aggregates "
+                f"of segment {segment}",
+                exc,
+            ) from exc
+        if not found:
+            reason = (
+                f"Aggregates not found for {what}: the resource provider of segment "
+                f"{segment} is in no aggregate in Placement"
+            )
+            LOG.warning("[%s] %s", _request_id(spec) or "-", reason)
+            raise RequestFilterFailed(
+                f"{reason} (Neutron's segments plugin should have put it in one; check "
+                "its [placement] options)"
+            )
+        for agg in sorted(found):
+            if agg not in out:
+                out.append(agg)
+    return out
+
+
+def remote_managed_ports_filter(spec: RequestSpec, aggregates: AggregateView, conf=CONF) -> bool:
+    """Send a request with remote-managed ports (smart NIC DPUs) only to compute nodes that
+    can bind them."""
+    port_ids = [r.get("port_id") for r in spec.requested_networks or [] if r.get("port_id")]
+    if not port_ids:
+        return False
+    if not neutron.is_configured(conf):
+        if not _NEUTRON_UNCONFIGURED_WARNED.is_set():
+            _NEUTRON_UNCONFIGURED_WARNED.set()
+            LOG.warning(
+                "[neutron] is not configured: remote_managed_ports_filter is skipped and "
+                "requests with remote-managed ports are scheduled without %s; set [neutron] "
+                "auth_type and its credentials as nova-scheduler's nova.conf has them",
+                os_traits.COMPUTE_REMOTE_MANAGED_PORTS,
+            )
+        return False
+    client = _neutron_client(conf)
+    changed = False
+    for port_id in port_ids:  # every port, as nova: any one of them may fail the request
+        try:
+            remote = client.is_remote_managed_port(port_id, _request_id(spec))
+        except neutron.NeutronError as exc:
+            raise _refuse(spec, f"Cannot tell the vnic_type of port {port_id}", exc) from exc
+        if remote:
+            _require_root_trait(
+                spec, "remote_managed_ports_filter", os_traits.COMPUTE_REMOTE_MANAGED_PORTS
+            )
+            changed = True
+    return changed
+
+
 RequestFilter = Callable[[RequestSpec, AggregateView], bool]
 
 # nova-compute reports OWNER_NOVA on its root providers from service version 73 on
@@ -353,7 +570,8 @@ ALL_REQUEST_FILTERS: list[tuple[str, Callable[..., bool]]] = [
     ("transform_image_metadata", transform_image_metadata),
     ("accelerators_filter", accelerators_filter),
     ("packed_virtqueue_filter", packed_virtqueue_filter),
-    # routed_networks_filter and remote_managed_ports_filter (Neutron) would run here
+    ("routed_networks_filter", routed_networks_filter),
+    ("remote_managed_ports_filter", remote_managed_ports_filter),
     ("ephemeral_encryption_filter", ephemeral_encryption_filter),
     ("virtio_sound_filter", virtio_sound_filter),
     ("tpm_secret_security_filter", tpm_secret_security_filter),
@@ -375,25 +593,20 @@ def process_reqspec(spec: RequestSpec, aggregates: AggregateView, conf=CONF) -> 
     return applied
 
 
-# Toggles nova has that novasched accepts but does not act on: the routed networks prefilter
-# needs Neutron, which the scheduler does not call.
-_NOT_IMPLEMENTED_TOGGLES = {
-    "query_placement_for_routed_network_aggregates": "routed_networks_filter (needs Neutron)",
-}
-
-
 def warn_unimplemented_toggles(conf=CONF) -> list[str]:
-    """Log one warning per enabled toggle of a prefilter novasched does not run."""
+    """Log one warning per enabled toggle of a prefilter that cannot run as configured;
+    return the options' names."""
     names = []
-    for option, prefilter in _NOT_IMPLEMENTED_TOGGLES.items():
-        if getattr(conf.scheduler, option):
-            names.append(option)
-            LOG.warning(
-                "[scheduler] %s is set but the %s prefilter is not available in novasched; "
-                "requests are scheduled without it",
-                option,
-                prefilter,
-            )
+    if conf.scheduler.query_placement_for_routed_network_aggregates and not neutron.is_configured(
+        conf
+    ):
+        names.append("query_placement_for_routed_network_aggregates")
+        LOG.warning(
+            "[scheduler] query_placement_for_routed_network_aggregates is set but the "
+            "routed_networks_filter prefilter needs Neutron and [neutron] is not configured: "
+            "requests that name a network or port fail with NoValidHost until [neutron] "
+            "auth_type (and its credentials) or endpoint_override is set"
+        )
     if conf.scheduler.discover_hosts_in_cells_interval != -1:
         names.append("discover_hosts_in_cells_interval")
         LOG.warning(

@@ -9,6 +9,7 @@ caller's RPC version expects. It never decides anything itself.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import threading
 import time
@@ -20,8 +21,8 @@ import oslo_messaging
 from scheduler import exceptions
 from scheduler.conf import CONF
 from scheduler.objects import RequestSpec
-from scheduler.rpc import transport as sched_rpc
-from scheduler.rpc import wire
+from scheduler.primitives import DATA
+from scheduler.rpc import notifications, wire
 from scheduler.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
@@ -29,27 +30,90 @@ LOG = logging.getLogger(__name__)
 _SENTINEL = object()
 
 NOVA_NO_VALID_HOST_MESSAGE = "No valid host was found. %(reason)s"
+# nova's scheduler's reason: it logs the details and keeps them out of the instance fault
+NOVA_NOT_ENOUGH_HOSTS = "There are not enough hosts available."
+NOVA_ALLOCATION_UPDATE_FAILED_MESSAGE = (
+    "Failed to update allocations for consumer %(consumer_uuid)s. Error: %(error)s"
+)
+# what the conductor gets for a failure we did not expect: no detail, the request id
+INTERNAL_ERROR_MESSAGE = "Scheduling failed on an unexpected error; the scheduler's log has it"
+# the code every nova exception carries in its kwargs (NovaException.code)
+_NOVA_CODE = 500
 
 
-class NovaNoValidHost(Exception):
-    """``nova.exception.NoValidHost`` as it looks on the wire.
+class _NovaException(Exception):
+    """A ``nova.exception`` class as it looks on the wire.
 
-    oslo.messaging names a remote failure by the class's ``__module__`` and ``__name__``,
-    so a nova conductor (which allows ``nova.exception``) rebuilds this as its own
-    NoValidHost: ``NoValidHost("No valid host was found. <reason>", reason=<reason>)``.
-    No ``nova`` package is imported or faked for that.
-    """
+    oslo.messaging names a remote failure by the class's ``__module__`` and ``__name__`` and
+    sends its ``args`` and ``kwargs``; a nova conductor (which allows ``nova.exception``)
+    rebuilds it as nova's own class with those, so its ``format_message()`` is our message.
+    No ``nova`` package is imported or faked for that."""
+
+    msg_fmt = "An unknown exception occurred."
+
+    def __init__(self, **kwargs: Any):
+        # nova's NovaException exposes its format kwargs (code included); they travel
+        self.kwargs = {**kwargs, "code": _NOVA_CODE}
+        super().__init__(self.msg_fmt % kwargs)
+
+
+def _nova_class(cls: type, name: str) -> type:
+    cls.__module__ = "nova.exception"
+    cls.__name__ = name
+    cls.__qualname__ = name
+    return cls
+
+
+class NovaNoValidHost(_NovaException):
+    """``nova.exception.NoValidHost``: ``NoValidHost(reason=<reason>)``."""
+
+    msg_fmt = NOVA_NO_VALID_HOST_MESSAGE
 
     def __init__(self, reason: str = ""):
         self.reason = reason
-        # nova's NovaException exposes its format kwargs; oslo.messaging sends them
-        self.kwargs = {"reason": reason}
-        super().__init__(NOVA_NO_VALID_HOST_MESSAGE % {"reason": reason})
+        super().__init__(reason=reason)
 
 
-NovaNoValidHost.__module__ = "nova.exception"
-NovaNoValidHost.__name__ = "NoValidHost"
-NovaNoValidHost.__qualname__ = "NoValidHost"
+class NovaAllocationUpdateFailed(_NovaException):
+    """``nova.exception.AllocationUpdateFailed``, which nova's conductor catches by class
+    (evacuate, rebuild): a claim met a consumer generation conflict."""
+
+    msg_fmt = NOVA_ALLOCATION_UPDATE_FAILED_MESSAGE
+
+    def __init__(self, consumer_uuid: str, error: str):
+        super().__init__(consumer_uuid=consumer_uuid, error=error)
+
+
+_nova_class(NovaNoValidHost, "NoValidHost")
+_nova_class(NovaAllocationUpdateFailed, "AllocationUpdateFailed")
+
+# a module nova's conductor cannot import: an unexpected failure reaches it as
+# oslo_messaging.RemoteError, as nova's scheduler's own unexpected failures mostly do
+_INTERNAL_MODULE = "novasched.internal"
+_internal_classes: dict[str, type] = {}
+
+
+def internal_error(exc: BaseException, request_id: str | None) -> Exception:
+    """What travels for an unexpected failure: an error named after ``exc``'s class
+    (RemoteError's ``exc_type`` on nova's side) whose message gives the request id and no
+    detail (the traceback is in our log)."""
+    name = type(exc).__name__
+    cls = _internal_classes.get(name)
+    if cls is None:
+        cls = type(name, (Exception,), {"__module__": _INTERNAL_MODULE, "__qualname__": name})
+        _internal_classes[name] = cls
+    suffix = f" (request {request_id})" if request_id else ""
+    return cls(f"{INTERNAL_ERROR_MESSAGE}{suffix}")
+
+
+def _travelling(exc: BaseException) -> oslo_messaging.ExpectedException:
+    """``exc`` as the failure oslo.messaging sends back, without a traceback: nova's
+    conductor keeps the text, and our frames and chained errors are for our log only."""
+    exc.__cause__ = None
+    exc.__suppress_context__ = True
+    expected = oslo_messaging.ExpectedException()
+    expected.exc_info = (type(exc), exc, None)
+    return expected
 
 
 class Driver:
@@ -148,9 +212,18 @@ class SchedulerManager:
         conf: Any = None,
     ):
         self.driver = driver
-        self.notifier = notifier
         self.host = host
         self.conf = conf if conf is not None else CONF
+        if notifier is not None and not isinstance(
+            notifier, notifications.SelectDestinationsNotifier
+        ):
+            # a plain oslo.messaging Notifier: the legacy format's, when it is asked for
+            fmt = getattr(getattr(self.conf, "notifications", None), "notification_format", None)
+            notifier = notifications.for_format(fmt or "unversioned", notifier, None)
+        self.notifier: notifications.SelectDestinationsNotifier | None = notifier
+        # whether the driver says when its candidates are known (nova's start notification
+        # goes after the Placement query); otherwise the start goes before calling it
+        self._driver_has_hook = _accepts(driver, "select_destinations", "on_candidates")
         self.in_flight = InFlightCounter()
 
     # -- select_destinations ---------------------------------------------------------------
@@ -175,7 +248,9 @@ class SchedulerManager:
         started = time.perf_counter()
         m.in_flight.inc()
         try:
-            with self._serving("select_destinations", ctxt, (NovaNoValidHost,)):
+            with self._serving(
+                "select_destinations", ctxt, (NovaNoValidHost, NovaAllocationUpdateFailed)
+            ):
                 return self._select_destinations(
                     ctxt,
                     request_spec,
@@ -205,6 +280,7 @@ class SchedulerManager:
         """``outcome[0]`` is set to the result the metrics count: scheduled or
         no_valid_host (it stays error otherwise)."""
         args: dict[str, Any] = {"instance_uuids": instance_uuids}
+        raw = None  # the RequestSpec primitive's data, for the versioned notifications
         if spec_obj is _SENTINEL or spec_obj is None:
             # RPC < 4.3: nova's conductor sent the legacy dicts
             args.update(request_spec=request_spec, filter_properties=filter_properties)
@@ -217,6 +293,7 @@ class SchedulerManager:
             )
         else:
             args["spec_obj"] = spec_obj
+            raw = spec_obj.get(DATA) if isinstance(spec_obj, dict) else None
             spec, instance_uuids = self._decode(
                 "select_destinations",
                 ctxt,
@@ -229,23 +306,30 @@ class SchedulerManager:
         want_alternates = bool(return_objects and return_alternates)
         m = metrics.M
         m.instances_requested.inc(len(instance_uuids) if instance_uuids else spec.num_instances)
-        notify = self.notifier is not None and sched_rpc.notifications_enabled(self.notifier)
-        if notify:
-            self._notify(ctxt, "scheduler.select_destinations.start", spec)
+        notice = self._notice(ctxt, raw)
+        hook: dict[str, Any] = {}
+        if notice is not None:
+            if self._driver_has_hook:
+                hook["on_candidates"] = notice.start
+            else:
+                notice.start(spec)
         try:
             selections = self.driver.select_destinations(
-                ctxt, spec, instance_uuids, want_alternates
+                ctxt, spec, instance_uuids, want_alternates, **hook
             )
         except exceptions.NoValidHost as exc:
             LOG.info("No valid host for request %s: %s", _log_id(ctxt), exc.reason)
             outcome[0] = "no_valid_host"
             m.no_valid_host.labels(cause=exc.cause, filter=exc.filter_name).inc()
-            raise NovaNoValidHost(exc.reason) from None
+            raise NovaNoValidHost(self._conductor_reason(ctxt, exc)) from None
+        except exceptions.AllocationUpdateFailed as exc:
+            LOG.warning("Claim failed for request %s: %s", _log_id(ctxt), exc)
+            raise NovaAllocationUpdateFailed(exc.consumer_uuid, exc.error) from None
         outcome[0] = "scheduled"
         m.instances_scheduled.inc(len(selections))
         m.alternates.inc(sum(len(s) - 1 for s in selections))
-        if notify:
-            self._notify(ctxt, "scheduler.select_destinations.end", spec)
+        if notice is not None:
+            notice.end(spec)
 
         if return_objects:
             return wire.selections_to_primitive(selections)
@@ -261,12 +345,27 @@ class SchedulerManager:
         with self.in_flight.track():
             try:
                 yield
-            except (*expected, exceptions.InvalidRequest):
-                raise oslo_messaging.ExpectedException()
-            except Exception:
+            except (*expected, exceptions.InvalidRequest) as exc:
+                raise _travelling(exc) from None
+            except Exception as exc:
                 LOG.exception("%s failed for request %s", method, _log_id(ctxt))
-                # already logged with the request id; spare oslo.messaging a second traceback
-                raise oslo_messaging.ExpectedException()
+                # already logged with the request id; spare oslo.messaging a second traceback,
+                # and the caller (a tenant's instance fault, through nova) the detail
+                request_id = _log_id(ctxt)
+                raise _travelling(
+                    internal_error(exc, None if request_id == "-" else request_id)
+                ) from None
+
+    def _conductor_reason(self, ctxt: Any, exc: exceptions.NoValidHost) -> str:
+        """The NoValidHost reason nova's conductor gets: nova's own words and the request
+        id (the explanation is in our log under that id), or the explanation itself with
+        ``[scheduler] novalidhost_detail``."""
+        if getattr(self.conf.scheduler, "novalidhost_detail", False):
+            return exc.reason
+        request_id = _log_id(ctxt)
+        if request_id == "-":
+            return NOVA_NOT_ENOUGH_HOSTS
+        return f"{NOVA_NOT_ENOUGH_HOSTS} (request {request_id})"
 
     def _decode(
         self,
@@ -303,13 +402,12 @@ class SchedulerManager:
             LOG.warning("Rejected malformed %s request %s: %s", method, _log_id(ctxt), message)
             raise exceptions.InvalidRequest(message) from exc
 
-    def _notify(self, ctxt: Any, event_type: str, spec: Any) -> None:
-        try:
-            payload = {"request_spec": wire.legacy_request_spec_dict(spec)}
-            self.notifier.info(ctxt, event_type, payload)
-        except Exception:
-            # a notification must never fail the scheduling it reports on
-            LOG.warning("Could not emit %s notification", event_type, exc_info=True)
+    def _notice(self, ctxt: Any, raw: Any) -> _Notice | None:
+        """The request's start/end notifications, or None when nothing would be sent."""
+        notifier = self.notifier
+        if notifier is None or not notifier.is_enabled():
+            return None
+        return _Notice(notifier, ctxt, raw if isinstance(raw, dict) else None)
 
     # -- explain_destinations (novasched's own, RPC 4.5) -----------------------------------
     def explain_destinations(
@@ -410,6 +508,37 @@ class SchedulerManager:
     def reset(self) -> None:
         """SIGHUP hook: let the driver reload what it caches (cell mappings)."""
         self.driver.reset()
+
+
+class _Notice:
+    """One request's ``select_destinations.start`` (sent once, however often the driver
+    says its candidates are known) and ``.end`` (of the request as the driver last saw
+    it: after the prefilters, as nova's)."""
+
+    def __init__(self, notifier: notifications.SelectDestinationsNotifier, ctxt: Any, raw: Any):
+        self.notifier = notifier
+        self.ctxt = ctxt
+        self.raw = raw
+        self.spec: Any = None
+
+    def start(self, spec: Any) -> None:
+        first = self.spec is None
+        self.spec = spec
+        if first:
+            self.notifier.notify(self.ctxt, "start", spec, self.raw)
+
+    def end(self, spec: Any) -> None:
+        if self.spec is None:  # a driver that never said: nova sends both all the same
+            self.start(spec)
+        self.notifier.notify(self.ctxt, "end", self.spec, self.raw)
+
+
+def _accepts(obj: Any, method: str, parameter: str) -> bool:
+    """Whether ``obj.method`` takes a keyword argument named ``parameter``."""
+    try:
+        return parameter in inspect.signature(getattr(obj, method)).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
 
 
 class BaseAPI:

@@ -8,6 +8,7 @@ into Selection objects (or nova's legacy dicts, when the caller asked for those)
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import oslo_messaging
@@ -98,7 +99,11 @@ class SchedulerAPI:
 
         Returns ``[[Selection, alternate...], ...]`` when ``return_objects``, else nova's
         legacy ``[{host, nodename, limits}, ...]``. Raises
-        :class:`scheduler.exceptions.NoValidHost` when no host fits.
+        :class:`scheduler.exceptions.NoValidHost` when no host fits (its reason is nova's
+        "There are not enough hosts available." and the request id, unless the scheduler has
+        ``[scheduler] novalidhost_detail``), and
+        :class:`scheduler.exceptions.AllocationUpdateFailed` when a claim met a consumer
+        generation conflict.
         """
         version = "4.5"
         msg_args: dict[str, Any] = {
@@ -133,9 +138,9 @@ class SchedulerAPI:
         try:
             reply = cctxt.call(ctxt, "select_destinations", **msg_args)
         except Exception as exc:
-            no_valid_host = no_valid_host_from_remote(exc)
-            if no_valid_host is not None:
-                raise no_valid_host from None
+            ours = no_valid_host_from_remote(exc) or allocation_update_failed_from_remote(exc)
+            if ours is not None:
+                raise ours from None
             raise
         if return_objects:
             return wire.selections_from_primitive(reply)
@@ -222,6 +227,37 @@ def no_valid_host_from_remote(exc: BaseException) -> exceptions.NoValidHost | No
         first_line = str(exc).split("\n", 1)[0]
         return exceptions.NoValidHost(_reason_from_message(first_line))
     return None
+
+
+_ALLOCATION_UPDATE_FAILED = re.compile(
+    r"Failed to update allocations for consumer (?P<consumer>\S+)\. Error: (?P<error>.*)", re.S
+)
+
+
+def allocation_update_failed_from_remote(
+    exc: BaseException,
+) -> exceptions.AllocationUpdateFailed | None:
+    """Our AllocationUpdateFailed for a remote ``nova.exception.AllocationUpdateFailed``
+    (a RemoteError without nova installed, a rebuilt ``..._Remote`` with it), else None."""
+    if isinstance(exc, exceptions.AllocationUpdateFailed):
+        return exc
+    if isinstance(exc, oslo_messaging.RemoteError):
+        if exc.exc_type != "AllocationUpdateFailed":
+            return None
+        message = (exc.value or "").strip()
+    elif type(exc).__name__ in ("AllocationUpdateFailed", "AllocationUpdateFailed_Remote"):
+        kwargs = getattr(exc, "kwargs", None) or {}
+        if "consumer_uuid" in kwargs and "error" in kwargs:
+            return exceptions.AllocationUpdateFailed(
+                str(kwargs["consumer_uuid"]), str(kwargs["error"])
+            )
+        message = str(exc).split("\n", 1)[0]
+    else:
+        return None
+    match = _ALLOCATION_UPDATE_FAILED.match(message)
+    if match is None:
+        return exceptions.AllocationUpdateFailed("", message)
+    return exceptions.AllocationUpdateFailed(match["consumer"], match["error"].strip())
 
 
 def _reason_from_message(message: str) -> str:

@@ -23,7 +23,7 @@ from stevedore import driver as stevedore_driver
 from stevedore import exception as stevedore_exc
 from stevedore import extension as stevedore_extension
 
-from scheduler import exceptions
+from scheduler import exceptions, servicegroup
 from scheduler.conf import CONF, NOVA_DRIVER_CLASS_PATHS
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc.manager import BaseAPI, SchedulerManager
@@ -107,6 +107,8 @@ class SchedulerService:
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._monitor: WorkerMonitor | None = None
+        # this host's services row (binary nova-scheduler), as nova-scheduler keeps it
+        self.heartbeat: servicegroup.Heartbeat | None = None
 
     @property
     def serving(self) -> bool:
@@ -127,6 +129,8 @@ class SchedulerService:
         """Build the driver (if none was given) and start consuming the topic."""
         started = time.monotonic()
         metrics.M.worker_warm.set(0)
+        servicegroup.check_servicegroup_driver(self.conf)
+        servicegroup.apply_report_interval_floor(self.conf)
         if self.driver is None:
             self.driver = load_driver(self.conf)
         prepare = getattr(self.driver, "prepare", None)
@@ -157,6 +161,8 @@ class SchedulerService:
             os.getpid(),
             time.monotonic() - started,
         )
+        self.heartbeat = servicegroup.Heartbeat(self.conf, self.host)
+        self.heartbeat.start()
         gmr.set_status_source(self.status)
         if metrics.M.enabled:
             self._monitor = WorkerMonitor(self, self.conf)
@@ -199,6 +205,10 @@ class SchedulerService:
                 self._stopped.set()
                 return
             server, self._server = self._server, None
+            if self.heartbeat is not None:
+                # nova leaves the row: it shows down after service_down_time
+                self.heartbeat.stop()
+                self.heartbeat = None
             if self._monitor is not None:
                 self._monitor.stop()
                 self._monitor = None

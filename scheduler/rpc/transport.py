@@ -62,16 +62,34 @@ def get_notifier(
     *,
     service: str = "scheduler",
     host: str | None = None,
-) -> oslo_messaging.Notifier:
-    """A Notifier with nova's publisher id (``scheduler.<host>``). With no
+) -> Any:
+    """The scheduler's notifier, as nova's ``rpc.init`` sets it up for
+    ``[notifications] notification_format``: legacy notifications from publisher
+    ``<service>.<host>`` to ``[oslo_messaging_notifications] topics``, versioned ones from
+    ``nova-<service>:<host>`` to ``[notifications] versioned_notifications_topics``. With no
     ``[oslo_messaging_notifications] driver`` it sends nothing."""
+    from scheduler.rpc import notifications
+
     if transport is None:
         transport = get_notification_transport(conf)
-    return oslo_messaging.Notifier(
-        transport,
-        publisher_id=f"{service}.{host or conf.host}",
-        serializer=get_serializer(),
+    host = host or conf.host
+    serializer = get_serializer()
+    # no driver sends nothing; say so, so that no payload is built for nobody
+    try:
+        driver = None if conf.oslo_messaging_notifications.driver else "noop"
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):  # a transport made elsewhere
+        driver = None
+    legacy = oslo_messaging.Notifier(
+        transport, publisher_id=f"{service}.{host}", serializer=serializer, driver=driver
     )
+    versioned = oslo_messaging.Notifier(
+        transport,
+        publisher_id=f"nova-{service}:{host}",
+        serializer=serializer,
+        driver=driver,
+        topics=list(conf.notifications.versioned_notifications_topics),
+    )
+    return notifications.for_format(conf.notifications.notification_format, legacy, versioned)
 
 
 def notifications_enabled(notifier: Any) -> bool:

@@ -423,7 +423,11 @@ driver = nova.quota.NoopQuotaDriver
 lock_path = {self.run_dir / "locks"}
 
 [oslo_messaging_notifications]
-driver = noop
+driver = messagingv2
+
+[notifications]
+# every service, novasched included, sends nova's versioned notifications only
+notification_format = versioned
 
 [vnc]
 enabled = false

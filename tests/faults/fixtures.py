@@ -157,6 +157,8 @@ def build_fault_cloud(
     CONF.set_override("timeout", placement_timeout, group="placement")
     CONF.set_override("cell_timeout", cell_timeout, group="scheduler")
     CONF.set_override("aggregate_cache_ttl", 0, group="scheduler")
+    # the scenarios read why a request failed from the reason the caller gets
+    CONF.set_override("novalidhost_detail", True, group="scheduler")
     CONF.set_override("host", f"fault-{uuidlib.uuid4().hex[:8]}")
     CONF.set_override("long_rpc_timeout", rpc_timeout)
     CONF.register_opts(om_transport._transport_opts)

@@ -179,8 +179,12 @@ def test_cli_names_the_placement_term_that_emptied_the_answer(world, capsys):
     )
     assert doc["no_valid_host"].startswith("Placement returned no allocation candidates for ")
     assert doc["no_valid_host"].endswith(doc["placement"]["hint"])
-    # the same hint reaches a real select_destinations' NoValidHost
+    # the same hint reaches a real select_destinations' NoValidHost, when the operator lets
+    # the explanation travel ([scheduler] novalidhost_detail)
+    from scheduler.conf import CONF
     from scheduler.exceptions import NoValidHost
+
+    CONF.set_override("novalidhost_detail", True, group="scheduler")
 
     spec = RequestSpec(
         flavor=Flavor(

@@ -198,6 +198,17 @@ def test_health_endpoints_answer(scheduler):
     assert scheduler.get("/nothing").status_code == 404
 
 
+def test_the_log_names_the_backend_the_service_runs_on(scheduler):
+    """oslo.messaging imports oslo.service, which logged "Loading backend: eventlet" in a
+    service that then reported the threading executor: the log must name what runs."""
+    backend = "eventlet" if scheduler.workers == 1 else "threading"
+    other = "threading" if backend == "eventlet" else "eventlet"
+    text = scheduler.log_text()
+    assert f"Loading backend: {backend}" in text, text[-3000:]
+    assert f"Loading backend: {other}" not in text
+    assert f"({backend} executor" in text
+
+
 def test_counters_and_histograms_move_by_what_was_asked_over_both_workers(scheduler):
     before = scheduler.scrape()
     ctx = RequestContext(request_id="req-casts")

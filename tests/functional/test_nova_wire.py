@@ -82,19 +82,28 @@ def test_nova_conductor_gets_legacy_dicts(nova_python, cloud):
 
 
 def test_nova_conductor_catches_its_own_no_valid_host(nova_python, cloud):
+    request_id = f"req-{uuidlib.uuid4()}"
     out = _call(
         nova_python,
         cloud,
+        request_id=request_id,
         flavor={"name": "huge", "vcpus": 1, "memory_mb": 64 * 1024 * 1024, "root_gb": 1},
     )
     nvh = out["no_valid_host"]
     assert nvh["is_nova_no_valid_host"]
     # oslo.messaging rebuilds a remote exception as a subclass of the allowed original
     assert nvh["class"] == "nova.exception_Remote.NoValidHost_Remote"
-    assert "Placement returned no allocation candidates" in nvh["message"]
+    # nova's words and the request id; the explanation is in the scheduler's log only
+    assert nvh["message"].split("\n", 1)[0] == (
+        f"No valid host was found. There are not enough hosts available. (request {request_id})"
+    )
+    assert "Placement" not in nvh["message"]
 
 
-def test_filter_reasons_reach_nova_conductor(nova_python, cloud):
+def test_filter_reasons_reach_nova_conductor_when_the_operator_asks(nova_python, cloud):
+    from scheduler.conf import CONF
+
+    CONF.set_override("novalidhost_detail", True, group="scheduler")
     out = _call(nova_python, cloud, image_properties={"hw_architecture": "ppc64le"})
     message = out["no_valid_host"]["message"]
     assert "hosts available" in message and "ImagePropertiesFilter" in message

@@ -367,3 +367,40 @@ def test_catch_up_sees_what_changed_on_each_backend(placement, fleet, client):
         assert feed.catch_up(view) == 0 and feed.catch_ups == checks
     finally:
         feed.close()
+
+
+def test_a_check_sent_ahead_is_as_fresh_as_its_sending(placement, fleet, client):
+    """``send_check`` (PyMySQL; elsewhere it declines and catch_up runs the statement): the
+    view is current as of the moment the check was sent, so a change committed after it is
+    left to the next check, and a check sent before a request arrived is not used for it."""
+    clock = [1000.0]
+    feed = DatabaseFeed(placement.db_url, full_scan_every=1e9, clock=lambda: clock[0])
+    view = ProviderView(clock=lambda: clock[0])
+    try:
+        feed.load(view)
+        root, other = fleet.roots[:2]
+        client.ensure_traits([MARK])
+        clock[0] += 1
+        sent = feed.send_check(view)
+        assert sent == (placement.kind == "mariadb")
+        client.set_traits(root, [*view.record(root).traits, MARK])
+        if sent:
+            # the statement's snapshot began before the trait was set: nothing to read
+            assert feed.catch_up(view, since=clock[0]) == 0
+            assert MARK not in view.record(root).traits
+            assert view.refreshed_at == clock[0]
+            clock[0] += 1  # a request that arrived after the trait was set
+        assert feed.catch_up(view, since=clock[0]) >= 1
+        assert MARK in view.record(root).traits
+        # a check sent before the request arrived is received, then run again
+        assert feed.send_check(view) == sent
+        clock[0] += 1
+        client.set_traits(other, [*view.record(other).traits, MARK])
+        assert feed.catch_up(view, since=clock[0]) >= 1
+        assert MARK in view.record(other).traits
+        assert view.refreshed_at == clock[0]
+        for rp in (root, other):
+            client.set_traits(rp, [t for t in view.record(rp).traits if t != MARK])
+        assert feed.catch_up(view) >= 1
+    finally:
+        feed.close()

@@ -23,6 +23,7 @@ import pytest
 import requests
 
 from placement_client import PlacementClient
+from placement_client.errors import PlacementClientError
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit
@@ -165,8 +166,13 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
                     traits.append(RACE_TRAIT)
                     if rng.random() < 0.5:
                         traits.append(NOISE_TRAIT)
-                    placement.set_traits(rp, traits)
-                    writes[0] += 1
+                    try:
+                        placement.set_traits(rp, traits)
+                        writes[0] += 1
+                    except PlacementClientError as exc:
+                        # a claim bumped the generation between its read and the write,
+                        # as _set_room's may be refused
+                        assert exc.status == 409, exc
                 time.sleep(rng.uniform(0.02, 0.1))
 
         writer_thread = threading.Thread(target=writer)

@@ -276,11 +276,22 @@ def test_no_valid_host_raw_failure_names_nova_exception(server, rabbit_transport
     failure = json.loads(reply["failure"])
     assert failure["module"] == "nova.exception"
     assert failure["class"] == "NoValidHost"
-    assert failure["message"] == (
-        "No valid host was found. 0/2 hosts available: 2 ComputeFilter (disabled)"
+    # nova's words and the request id: the explanation (filters, counts) is only logged
+    reason = (
+        "There are not enough hosts available. (request req-00000000-0000-0000-0000-000000000007)"
     )
-    assert failure["kwargs"] == {"reason": "0/2 hosts available: 2 ComputeFilter (disabled)"}
+    assert failure["message"] == f"No valid host was found. {reason}"
+    assert failure["kwargs"] == {"reason": reason, "code": 500}
+    assert "ComputeFilter" not in reply["failure"]
     assert reply["result"] is None
+
+
+def test_no_valid_host_detail_when_the_operator_asks(server, rabbit_transport_url, rabbit_topic):
+    CONF.set_override("novalidhost_detail", True, group="scheduler")
+    message = _sample_message()
+    message["args"]["spec_obj"]["nova_object.data"]["flavor"]["nova_object.data"]["name"] = "none"
+    failure = json.loads(_raw_call(rabbit_transport_url, rabbit_topic, message)["failure"])
+    assert failure["kwargs"]["reason"] == "0/2 hosts available: 2 ComputeFilter (disabled)"
 
 
 def test_no_valid_host_reaches_a_plain_oslo_client_as_remote_error(server, transport, rabbit_topic):
@@ -296,7 +307,9 @@ def test_no_valid_host_reaches_a_plain_oslo_client_as_remote_error(server, trans
             _ctxt(), "select_destinations", spec_obj=spec, instance_uuids=[I1]
         )
     assert excinfo.value.exc_type == "NoValidHost"
-    assert excinfo.value.value.startswith("No valid host was found. 0/2 hosts")
+    assert excinfo.value.value.startswith(
+        "No valid host was found. There are not enough hosts available. (request req-"
+    )
 
 
 def test_no_valid_host_is_converted_by_our_client(server, transport, rabbit_topic):
@@ -304,7 +317,7 @@ def test_no_valid_host_is_converted_by_our_client(server, transport, rabbit_topi
         _client(transport, rabbit_topic).select_destinations(
             _ctxt(), _spec("none"), [I1], True, True
         )
-    assert excinfo.value.reason == "0/2 hosts available: 2 ComputeFilter (disabled)"
+    assert excinfo.value.reason.startswith("There are not enough hosts available. (request req-")
 
 
 def test_malformed_spec_is_a_clear_error_and_server_keeps_answering(

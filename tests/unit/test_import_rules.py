@@ -62,6 +62,31 @@ RULES: dict[str, tuple[str, ...]] = {
         "provider_view",
     ),
     "scheduler.request": (*_SERVICE, "scheduler.hosts", "scheduler.placement", "filters"),
+    # nova's plugins under nova's names: the shared model only (the adapters in filters/
+    # and weighers/ use it)
+    "scheduler.nova_plugins": (
+        *_SERVICE,
+        "scheduler.hosts",
+        "scheduler.placement",
+        "scheduler.telemetry",
+        "filters",
+        "weighers",
+        "db",
+        "placement_client",
+        "provider_view",
+    ),
+    # the scheduler's own services row: the one write to nova's database, started by the
+    # service
+    "scheduler.servicegroup": (
+        *_SERVICE,
+        "scheduler.hosts",
+        "scheduler.placement",
+        "scheduler.telemetry",
+        "filters",
+        "weighers",
+        "placement_client",
+        "provider_view",
+    ),
     # pure maths over plain data
     "scheduler.resources": (
         *_SERVICE,

@@ -162,7 +162,10 @@ def test_every_public_read_is_exercised():
     public = {
         name
         for name, fn in inspect.getmembers(queries, inspect.isfunction)
-        if fn.__module__ == queries.__name__ and not name.startswith("_")
+        if fn.__module__ == queries.__name__
+        and not name.startswith("_")
+        # the statements of reads (to send them ahead: db.read_ahead), run by those reads
+        and not name.endswith("_statement")
     }
     assert public == EXERCISED, "add the new read to _run_every_read and EXERCISED"
 

@@ -50,7 +50,7 @@ class CheckingFeed:
     def poll(self, view):
         return 0
 
-    def catch_up(self, view):
+    def catch_up(self, view, since=None):
         began = self.clock.now
         self.calls += 1
         self.started.set()

@@ -220,6 +220,21 @@ def test_plugins_ok_and_unknown_names(tmp_path):
     assert "Available weighers:" in result.remedy and "RAMWeigher" in result.remedy
 
 
+def test_an_enabled_filter_missing_from_available_filters_says_where_to_add_it(tmp_path):
+    conf = _conf(
+        tmp_path,
+        "[filter_scheduler]\n"
+        "available_filters = filters.compute_filter.ComputeFilter\n"
+        "enabled_filters = ComputeFilter,RamFilter\n",
+    )
+    result = check.check_plugins(CheckContext(conf))
+    assert result.status is Status.FAILURE
+    assert "not among the classes of [filter_scheduler] available_filters: RamFilter" in (
+        result.details
+    )
+    assert "Add each filter's class path to [filter_scheduler] available_filters" in (result.remedy)
+
+
 def test_driver_old_class_path_warns_and_unknown_driver_fails(tmp_path):
     old = _conf(tmp_path, "[scheduler]\ndriver = nova.scheduler.chance.ChanceScheduler\n")
     result = check.check_plugins(CheckContext(old))

@@ -3,25 +3,65 @@ before it arrived, whatever the refresher is doing (issue 17).
 
 The managers here read the change window at most once an hour, so anything a request sees
 was found by the request's own read (``HostManager._request_read``) or by
-``sync_aggregates``, not by a window read that happened to be due.
+``sync_aggregates``, not by a window read that happened to be due. Each test runs on SQLite
+(reads on the pool's threads) and on MariaDB through PyMySQL (reads sent on arrival and
+received by the request: ``db.read_ahead``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import threading
 import time
 
+import pytest
 import sqlalchemy as sa
 
-from db import models, queries
+import db
+from db import models, queries, read_ahead
 from scheduler.hosts import manager as manager_mod
 from scheduler.hosts.table import SERVICE_DISABLED, microseconds
 from scheduler.request import SchedulingRequest
-from tests.unit.scheduler.hosts.test_manager import BASE, _by_host, _spec
+from tests.functional.fixtures_db import make_database
+from tests.unit.scheduler.hosts.test_manager import BASE, Env, _by_host, _spec
 
 HOUR = 3600.0
+
+
+class _MariaDBEnv(Env):
+    """``Env`` with its API and cell databases on the MariaDB server."""
+
+    def __init__(self, stack: contextlib.ExitStack):
+        self._stack = stack
+        self.tmp_path = None
+        self.api = db.get_engine(stack.enter_context(make_database("mariadb", "novasched_rw")))
+        db.create_schema(self.api, "api")
+        self.cells = {}
+        self.managers = []
+
+    def cell_url(self, name: str) -> str:
+        return self._stack.enter_context(make_database("mariadb", "novasched_rw"))
+
+
+@pytest.fixture(params=["sqlite", "mariadb"])
+def env(request, tmp_path):
+    with contextlib.ExitStack() as stack:
+        e = Env(tmp_path) if request.param == "sqlite" else _MariaDBEnv(stack)
+        e.backend = request.param
+        try:
+            yield e
+        finally:
+            for hm in e.managers:
+                hm.stop()
+            db.dispose_engines()
+            read_ahead.dispose_engines()
+
+
+def _stored(env, when: datetime.datetime) -> datetime.datetime:
+    """``when`` as nova's DATETIME column keeps it (MariaDB: whole seconds)."""
+    return when.replace(microsecond=0) if env.backend == "mariadb" else when
 
 
 def _one(hm, uuid):
@@ -275,7 +315,7 @@ def test_a_compute_that_came_back_is_up_for_the_next_request(env):
     u = env.add_host(cell, "h1")  # last heartbeat an hour ago: down
     hm = env.manager(window_read_interval=HOUR)
     hm.get_host_states_by_uuids(None)
-    beat = manager_mod.timeutils.utcnow()
+    beat = _stored(env, manager_mod.timeutils.utcnow())
     env.update_service(cell, "h1", last_seen_up=beat, updated_at=BASE)
     assert _one(hm, u).service["last_seen_up"] == beat
 
@@ -287,7 +327,7 @@ def test_a_compute_that_stopped_reporting_is_judged_on_the_databases_heartbeat(e
     hm = env.manager(window_read_interval=HOUR)
     hm.get_host_states_by_uuids(None)
     # as if service_down_time had passed since its last heartbeat
-    old = recent - datetime.timedelta(hours=1)
+    old = _stored(env, recent - datetime.timedelta(hours=1))
     env.update_service(cell, "h1", last_seen_up=old, updated_at=BASE)
     hs = _one(hm, u)
     assert hs.service["last_seen_up"] == old

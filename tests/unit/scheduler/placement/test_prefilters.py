@@ -165,6 +165,8 @@ def test_process_reqspec_runs_every_prefilter_in_novas_order():
         "transform_image_metadata",
         "accelerators_filter",
         "packed_virtqueue_filter",
+        "routed_networks_filter",
+        "remote_managed_ports_filter",
         "ephemeral_encryption_filter",
         "virtio_sound_filter",
         "tpm_secret_security_filter",

@@ -196,8 +196,10 @@ def test_no_valid_host_travels_as_nova_exception(ctxt, spec_prim):
     failure = _expected_failure(excinfo)
     assert failure["module"] == "nova.exception"
     assert failure["class"] == "NoValidHost"
-    assert failure["message"] == "No valid host was found. 0/3 hosts available: 3 ComputeFilter"
-    assert failure["kwargs"] == {"reason": "0/3 hosts available: 3 ComputeFilter"}
+    reason = "There are not enough hosts available. (request req-test-1)"
+    assert failure["message"] == f"No valid host was found. {reason}"
+    assert failure["args"] == [f"No valid host was found. {reason}"]
+    assert failure["kwargs"] == {"reason": reason, "code": 500}
     # no nova package was imported or faked to get there
     assert "nova" not in sys.modules and "nova.exception" not in sys.modules
 
@@ -232,8 +234,15 @@ def test_unexpected_driver_error_is_logged_with_request_id(ctxt, spec_prim, capl
     with caplog.at_level(logging.ERROR, logger="scheduler.rpc.manager"):
         with pytest.raises(oslo_messaging.ExpectedException) as excinfo:
             SchedulerManager(driver).select_destinations(ctxt, spec_obj=spec_prim)
-    assert isinstance(excinfo.value.exc_info[1], RuntimeError)
+    # the traceback and the message stay in our log; the caller gets the class name and
+    # the request id
     assert any("req-test-1" in r.getMessage() for r in caplog.records)
+    assert any("database on fire" in r.exc_text for r in caplog.records if r.exc_text)
+    failure = _expected_failure(excinfo)
+    assert failure["class"] == "RuntimeError"
+    assert failure["module"] == "novasched.internal"
+    assert "database on fire" not in json.dumps(failure)
+    assert "(request req-test-1)" in failure["message"]
 
 
 def test_in_flight_calls_are_counted(ctxt, spec_prim):

@@ -400,8 +400,21 @@ def test_in_memory_round_trip_with_alternates(fake_server):
 def test_in_memory_no_valid_host(fake_server):
     api, _ = fake_server
     spec = RequestSpec(flavor=Flavor(memory_mb=99_999, vcpus=1))
-    with pytest.raises(exceptions.NoValidHost, match="too big"):
+    with pytest.raises(exceptions.NoValidHost) as excinfo:
+        api.select_destinations(RequestContext(request_id="req-mem-2"), spec, [INSTANCE])
+    # nova's words and the request id; the explanation stays in the scheduler's log
+    assert excinfo.value.reason == "There are not enough hosts available. (request req-mem-2)"
+
+
+def test_in_memory_no_valid_host_with_detail(fake_server):
+    from scheduler.conf import CONF
+
+    CONF.set_override("novalidhost_detail", True, group="scheduler")
+    api, _ = fake_server
+    spec = RequestSpec(flavor=Flavor(memory_mb=99_999, vcpus=1))
+    with pytest.raises(exceptions.NoValidHost) as excinfo:
         api.select_destinations(RequestContext(), spec, [INSTANCE])
+    assert excinfo.value.reason == "too big"
 
 
 def test_in_memory_ping(fake_server):
