@@ -73,8 +73,10 @@ def _scheduler_services(cloud: Deployment) -> list[dict]:
 
 
 def test_the_scheduler_is_listed_up_while_it_runs_and_down_once_it_stopped(
-    deployment: Deployment,
+    nova_deployment: Deployment,
 ):
+    # once, in whichever configuration novasched runs (it waits service_down_time, 60 s)
+    deployment = nova_deployment
     (svc,) = _scheduler_services(deployment)
     assert (svc["host"], svc["state"], svc["status"]) == (SCHEDULER_HOST, "up", "enabled")
     assert svc["zone"] == "internal"
