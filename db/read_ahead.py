@@ -36,6 +36,8 @@ LOG = logging.getLogger(__name__)
 
 _ENGINES: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()
+# the same, found by the caller's engine (no URL to render per statement)
+_BY_ENGINE: dict[Engine, Engine] = {}
 # compiled once per statement and dialect (1 to 1.5 ms each for the reads sent ahead): the
 # statements are the read functions' module-level ones; the statement is kept with its
 # compiled form so that its id cannot be reused
@@ -57,10 +59,10 @@ def supported(engine: Engine) -> bool:
 
 def _engine_for(engine: Engine) -> Engine:
     """The read-ahead pool for ``engine``'s database (created on first use)."""
-    url = engine.url.render_as_string(hide_password=False)
-    found = _ENGINES.get(url)
+    found = _BY_ENGINE.get(engine)
     if found is not None:
         return found
+    url = engine.url.render_as_string(hide_password=False)
     with _ENGINES_LOCK:
         found = _ENGINES.get(url)
         if found is None:
@@ -72,6 +74,7 @@ def _engine_for(engine: Engine) -> Engine:
                 # a safety net: a request waits for an answer only once it has arrived
                 connect_args={"connect_timeout": 5, "read_timeout": 60},
             )
+        _BY_ENGINE[engine] = found
     return found
 
 
@@ -80,6 +83,7 @@ def dispose_engines() -> None:
     with _ENGINES_LOCK:
         engines = list(_ENGINES.values())
         _ENGINES.clear()
+        _BY_ENGINE.clear()
     for engine in engines:
         engine.dispose()
 

@@ -8,8 +8,6 @@ scheduler up while it runs and down once it stopped, and nova's versioned
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Iterator
 
 import oslo_messaging
@@ -17,6 +15,7 @@ import pytest
 from oslo_config import cfg
 
 from tests.deployment.deployment import FAKE_TOTAL_RAM_MB, Deployment, wait_for
+from tests.functional.fixtures_rabbit import NotificationRecorder
 
 pytestmark = [pytest.mark.functional, pytest.mark.timeout(600)]
 
@@ -103,45 +102,14 @@ def test_the_scheduler_is_listed_up_while_it_runs_and_down_once_it_stopped(
     )
 
 
-class _Recorder:
-    """Every INFO notification of the topic, kept."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict] = []
-        self.cond = threading.Condition()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        with self.cond:
-            self.seen.append(
-                {"publisher_id": publisher_id, "event_type": event_type, "payload": payload}
-            )
-            self.cond.notify_all()
-
-    def find(self, event_type: str, instance_uuid: str, timeout: float = 30.0) -> dict:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for n in self.seen:
-                    data = n["payload"].get("nova_object.data", {})
-                    if n["event_type"] == event_type and data.get("instance_uuid") == instance_uuid:
-                        return n
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    events = sorted({n["event_type"] for n in self.seen})
-                    raise AssertionError(
-                        f"no {event_type} for {instance_uuid} within {timeout} s; seen: {events}"
-                    )
-                self.cond.wait(left)
-
-
 @pytest.fixture
-def versioned_notifications(deployment: Deployment) -> Iterator[_Recorder]:
+def versioned_notifications(deployment: Deployment) -> Iterator[NotificationRecorder]:
     """A consumer of the deployment's ``versioned_notifications`` topic, as a notification
     consumer (Searchlight, Watcher, a billing service) listens."""
     conf = cfg.ConfigOpts()
     conf([], project="novasched-test")
     transport = oslo_messaging.get_notification_transport(conf, url=deployment.transport_url)
-    recorder = _Recorder()
+    recorder = NotificationRecorder()
     listener = oslo_messaging.get_notification_listener(
         transport,
         [oslo_messaging.Target(exchange="nova", topic="versioned_notifications")],
@@ -158,7 +126,7 @@ def versioned_notifications(deployment: Deployment) -> Iterator[_Recorder]:
 
 
 def test_versioned_select_destinations_notifications_reach_a_consumer(
-    deployment: Deployment, versioned_notifications: _Recorder
+    deployment: Deployment, versioned_notifications: NotificationRecorder
 ):
     flavor = deployment.flavor("small")
     server = deployment.boot_and_wait(flavor, name="notified")

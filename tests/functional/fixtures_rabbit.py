@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -97,3 +98,44 @@ def rabbit_topic(rabbit_transport_url: str) -> Iterator[str]:
     topic = f"scheduler-test-{uuid.uuid4().hex[:12]}"
     yield topic
     delete_queues(rabbit_transport_url, [topic, f"{topic}.{topic}-host"])
+
+
+class NotificationRecorder:
+    """An oslo.messaging notification endpoint that keeps every INFO notification."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+        self.cond = threading.Condition()
+
+    def info(self, ctxt, publisher_id, event_type, payload, metadata):
+        with self.cond:
+            self.seen.append(
+                {"publisher_id": publisher_id, "event_type": event_type, "payload": payload}
+            )
+            self.cond.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 15.0) -> list[dict]:
+        """The notifications seen once there are ``count`` (or ``timeout`` has passed)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.seen) < count and time.monotonic() < deadline:
+                self.cond.wait(deadline - time.monotonic())
+            return list(self.seen)
+
+    def find(self, event_type: str, instance_uuid: str, timeout: float = 30.0) -> dict:
+        """The first ``event_type`` notification whose versioned payload names
+        ``instance_uuid``, waiting up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for n in self.seen:
+                    data = n["payload"].get("nova_object.data", {})
+                    if n["event_type"] == event_type and data.get("instance_uuid") == instance_uuid:
+                        return n
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    events = sorted({n["event_type"] for n in self.seen})
+                    raise AssertionError(
+                        f"no {event_type} for {instance_uuid} within {timeout} s; seen: {events}"
+                    )
+                self.cond.wait(left)

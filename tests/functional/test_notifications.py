@@ -12,7 +12,6 @@ notification_format``. The versioned payloads are then read back by nova 34's ow
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 import uuid as uuidlib
 from collections.abc import Iterator
@@ -32,7 +31,12 @@ from tests.functional.fixtures_nova import (  # noqa: F401 - nova_python is a fi
     nova_conductor_call,
     nova_python,
 )
-from tests.functional.fixtures_rabbit import RABBIT_HOST, RABBIT_PORT, ensure_rabbit
+from tests.functional.fixtures_rabbit import (
+    RABBIT_HOST,
+    RABBIT_PORT,
+    NotificationRecorder,
+    ensure_rabbit,
+)
 from tests.unit.scheduler.drivers.test_filter_scheduler import (
     FakeHostManager,
     FakePlacement,
@@ -66,35 +70,13 @@ def rabbit_vhost() -> Iterator[str]:
         subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True, timeout=60)
 
 
-class Recorder:
-    """A notification endpoint that keeps every INFO notification."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict] = []
-        self.cond = threading.Condition()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        with self.cond:
-            self.seen.append(
-                {"publisher_id": publisher_id, "event_type": event_type, "payload": payload}
-            )
-            self.cond.notify_all()
-
-    def wait_for(self, count: int, timeout: float = 15.0) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while len(self.seen) < count and time.monotonic() < deadline:
-                self.cond.wait(deadline - time.monotonic())
-            return list(self.seen)
-
-
 @pytest.fixture
 def world(rabbit_vhost: str):
     """Start a scheduler for a notification format: ``start(fmt)`` returns the legacy and
     versioned recorders."""
     stack: list = []
 
-    def start(fmt: str) -> tuple[Recorder, Recorder]:
+    def start(fmt: str) -> tuple[NotificationRecorder, NotificationRecorder]:
         CONF.register_opts(om_transport._transport_opts)
         CONF.register_opts(om_notifier._notifier_opts, group="oslo_messaging_notifications")
         CONF.set_override("control_exchange", "nova")
@@ -105,7 +87,7 @@ def world(rabbit_vhost: str):
         stack.append(transport.cleanup)
         listen = oslo_messaging.get_notification_transport(CONF, url=rabbit_vhost)
         stack.append(listen.cleanup)
-        recorders = (Recorder(), Recorder())
+        recorders = (NotificationRecorder(), NotificationRecorder())
         for topic, recorder in zip(
             ("notifications", "versioned_notifications"), recorders, strict=True
         ):

@@ -6,21 +6,11 @@ naming the cell and the field when it cannot be."""
 from __future__ import annotations
 
 import pytest
-from oslo_config import cfg
 
 import db
-from scheduler import conf as novasched_conf
 from scheduler.cmd import check
 from scheduler.cmd.check import CheckContext, Status
-
-
-def _conf(tmp_path, text: str = "") -> cfg.ConfigOpts:
-    path = tmp_path / "nova.conf"
-    path.write_text(text)
-    conf = cfg.ConfigOpts()
-    novasched_conf.register_opts(conf)
-    conf(["--config-file", str(path)], project="nova", default_config_files=[])
-    return conf
+from tests.unit.scheduler.cmd.test_check import _conf
 
 
 def test_memcached_servicegroup_driver_fails_the_plugin_check(tmp_path):
