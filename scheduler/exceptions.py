@@ -15,7 +15,8 @@ class NoValidHost(NovaschedError):
         self.reason = reason
         # what the metrics count it as: no_candidates (Placement found none), filters (the
         # filter ``filter_name`` removed the last host), narrowed, claims_refused,
-        # placement_unreachable, prefilter, no_such_host, no_compute_node, deadline, other
+        # placement_unreachable, placement_refused (a 4xx to the candidates query), prefilter,
+        # no_such_host, no_compute_node, deadline, other
         self.cause = cause
         self.filter_name = filter_name
         super().__init__(f"No valid host was found. {reason}".rstrip())

@@ -537,6 +537,13 @@ class FilterScheduler:
                                 q, request_id=req.request_id, not_before=req.arrived_at
                             )
                         )
+                    except PlacementClientError as exc:
+                        # (a 4xx: Placement is up and says the query is wrong; not an outage)
+                        LOG.error("Placement refused the allocation candidates query: %s", exc)
+                        raise NoValidHost(
+                            f"Placement refused the query {q.describe()}: {exc}",
+                            "placement_refused",
+                        ) from exc
                     except PlacementError as exc:
                         LOG.error("Failed to get allocation candidates from Placement: %s", exc)
                         raise NoValidHost(

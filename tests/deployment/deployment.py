@@ -53,6 +53,8 @@ from tests.functional.fixtures_rabbit import RABBIT_HOST, RABBIT_PORT, ensure_ra
 NOVASCHED = Path(sys.executable).parent / "novasched-scheduler"
 MICROVERSION = "2.94"  # 2.95+ leaves an evacuated server stopped
 FAKE_TOTAL_RAM_MB = 800000  # what nova's fake.FakeDriver reports
+# how every instance fault of a NoValidHost begins (nova's words, tenants see them)
+NO_VALID_HOST = "No valid host was found"
 
 ADMIN_PROJECT = "a0000000000000000000000000000001"
 TENANT_PROJECT = "b0000000000000000000000000000002"
@@ -91,12 +93,16 @@ COMPUTES = (
     ComputeSpec("dep-c3", "fake.FakeDriverWithoutFakeNodes", 24576, cpu_allocation_ratio=2.0),
     ComputeSpec("dep-c4", "fake.FakeDriverWithoutFakeNodes", 16384),
     ComputeSpec("dep-resched", "fake.FakeRescheduleDriver", 65536),
+    # dedicated CPUs (PCPU) and an emulated TPM (the COMPUTE_SECURITY_TPM_* traits), alone in
+    # its zone: tests/deployment/nova_compute.py
+    ComputeSpec("dep-sec", "novasched_fake.SecureFakeDriver", 16384),
 )
 ZONES = (
     ZoneSpec("main", ("dep-c1", "dep-c2"), {"availability_zone": "az-main"}),
     ZoneSpec("solo", ("dep-c3",), {"availability_zone": "az-solo"}),
     ZoneSpec("resched", ("dep-resched", "dep-c4"), {"availability_zone": "az-resched"}),
     ZoneSpec("ssd", ("dep-c2",), {"ssd": "true"}),
+    ZoneSpec("sec", ("dep-sec",), {"availability_zone": "az-sec"}),
 )
 DEFAULT_ZONE = "az-main"
 
@@ -375,6 +381,10 @@ shelved_offload_time = 0
 default_schedule_zone = {DEFAULT_ZONE}
 instance_usage_audit = false
 heal_instance_info_cache_interval = -1
+# heartbeats every 4 s and down after 20 s (nova: 10 and 60), so that a stopped service is
+# seen down within the suite's patience
+report_interval = 4
+service_down_time = 20
 
 [api]
 auth_strategy = keystone
@@ -512,15 +522,17 @@ ovsdb_connection = tcp:127.0.0.1:1
             f"ram_allocation_ratio = {spec.ram_allocation_ratio}\n"
             f"cpu_allocation_ratio = {spec.cpu_allocation_ratio}\n"
         )
+        # nova's own entry point, or the launcher that adds the suite's drivers to nova.virt
+        if spec.driver.startswith("novasched_fake."):
+            command = [
+                str(self.nova_bin / "python"),
+                str(Path(__file__).with_name("nova_compute.py")),
+            ]
+        else:
+            command = [str(self.nova_bin / "nova-compute")]
         self._spawn(
             spec.host,
-            [
-                str(self.nova_bin / "nova-compute"),
-                "--config-file",
-                str(self.nova_conf),
-                "--config-file",
-                str(conf),
-            ],
+            [*command, "--config-file", str(self.nova_conf), "--config-file", str(conf)],
         )
 
     def _check_alive(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.deployment.deployment import (
+    NO_VALID_HOST,
     ApiError,
     Deployment,
     fault_message,
@@ -15,7 +16,6 @@ from tests.deployment.deployment import (
 pytestmark = [pytest.mark.functional, pytest.mark.timeout(600)]
 
 AZ_MAIN = ("dep-c1", "dep-c2")
-NO_VALID_HOST = "No valid host was found"
 
 
 def test_boot_lands_on_the_host_the_weighers_prefer(deployment: Deployment):

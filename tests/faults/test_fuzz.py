@@ -29,12 +29,14 @@ from scheduler.rpc.context import RequestContext
 from tests.faults import ledger
 from tests.faults.fixtures import TINY, build_fault_cloud
 from tests.functional.fixtures_cloud import PROJECT, USER
+from tests.hunt import examples
 
 pytestmark = pytest.mark.functional
 
 MIB = 1024 * 1024
-# how many malformed calls one run sends (each is one round trip over RabbitMQ)
-EXAMPLES = 1000
+# how many malformed calls one run sends (each is one round trip over RabbitMQ); hunt mode
+# (NOVASCHED_HUNT, tests/hunt.py) sends more
+EXAMPLES = examples(300)
 
 
 def _rss_bytes() -> int:

@@ -56,10 +56,12 @@ def _rabbitmqctl(*args: str) -> None:
         pytest.fail(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def rabbit_vhost() -> Iterator[str]:
-    """The URL of a RabbitMQ vhost of this test's own (deleted after), so that nova's fixed
-    names (exchange ``nova``, topics ``scheduler``, ``notifications``) are the test's alone."""
+    """The URL of a RabbitMQ vhost of this module's own (deleted after), so that nova's fixed
+    names (exchange ``nova``, topics ``scheduler``, ``notifications``) are its tests' alone.
+    Each test consumes every notification it causes (it asserts the exact lists), so the
+    next one starts from empty queues; rabbitmqctl costs seconds per call."""
     ensure_rabbit()
     vhost = f"novasched-edge-{uuidlib.uuid4().hex[:10]}"
     _rabbitmqctl("add_vhost", vhost)

@@ -41,6 +41,7 @@ from placement_client import (
 )
 from provider_view import ApiFeed, ProviderView
 from scheduler.demo.embedded_placement import EmbeddedPlacement
+from tests.hunt import examples
 
 pytestmark = pytest.mark.functional
 
@@ -63,7 +64,8 @@ UNUSED_TRAIT = "CUSTOM_PVE_ON_NO_PROVIDER"
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 RATIOS = (0.5, 1.0, 1.5, 2.0, 4.0, 16.0)  # exact in binary
 AGGREGATES = 4  # aggregate indices 0..3; providers only get 0..2, so 3 is on no provider
-EXAMPLES = 20
+# worlds built in Placement per run (each is a few hundred API calls); more when hunting
+EXAMPLES = examples(12)
 
 
 # -- the service ------------------------------------------------------------------------------

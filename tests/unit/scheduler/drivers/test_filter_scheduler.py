@@ -25,6 +25,7 @@ from placement_client import (
     ClaimOutcomeUnknown,
     ClaimServerError,
     ConsumerGenerationConflict,
+    PlacementClientError,
     PlacementConnectionError,
     PlacementServerError,
 )
@@ -744,7 +745,19 @@ def test_allocation_candidates_error_is_no_valid_host_with_the_error(cloud):
     with pytest.raises(NoValidHost) as err:
         cloud.select(make_spec())
     assert "placement is down" in err.value.reason
+    assert err.value.cause == "placement_unreachable"
     assert cloud.placement.claim_attempts == []
+
+
+def test_a_query_placement_refuses_is_not_called_an_outage(cloud):
+    cloud.placement.candidates_error = PlacementClientError(
+        "400 Bad Request: Invalid query string parameters", status=400
+    )
+    with pytest.raises(NoValidHost) as err:
+        cloud.select(make_spec())
+    assert err.value.cause == "placement_refused"
+    assert "refused the query resources=" in err.value.reason
+    assert "Invalid query string" in err.value.reason
 
 
 def test_no_candidates_is_no_valid_host_naming_the_query():
