@@ -1,7 +1,10 @@
 """NUMATopologyFilter: only hosts whose NUMA cells can hold the instance's NUMA topology.
 
 The fitting rules live in ``scheduler/resources/numa.py`` (and the PCI NUMA affinity in
-``scheduler/resources/pci.py``); this module applies them per host and per allocation candidate.
+``scheduler/resources/pci.py``); this module applies them per host and per allocation candidate,
+with the limits nova's filter builds: the host's allocation ratios and the request's network
+metadata (whose physnets and tunnels must be NUMA-local to the chosen cells), recorded for the
+host's Selection.
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ class _Wanted:
     invalid: Reject | None
     requires_smt: bool
     pci_requests: list[dict[str, Any]]
+    network: numa.NetworkMetadata | None
+    # [compute] packing_host_numa_cells_allocation_strategy, read once per pass
+    pack: bool
     # did Placement give this request allocation candidates? (not on rebuild)
     from_placement: bool
-    # fits already worked out in this pass, by (host topology, limits, PCI cells): many hosts
-    # of a fleet look alike
+    # fits already worked out in this pass, by (host topology, limits, PCI devices per cell):
+    # many hosts of a fleet look alike
     fits: dict[Any, numa.HostFit] = field(default_factory=dict)
 
     @classmethod
@@ -46,8 +52,10 @@ class _Wanted:
         image_props = (image.properties if image is not None else None) or {}
         topology = None
         invalid = None
+        network = None
         try:
             topology = numa.requested_instance_topology(spec_obj)
+            network = numa.requested_network_metadata(spec_obj)
         except (numa.InvalidNUMARequest, KeyError, TypeError, ValueError) as exc:
             LOG.warning("Instance %s has an invalid NUMA request: %s", spec_obj.instance_uuid, exc)
             invalid = Reject("invalid NUMA request in flavor or image")
@@ -56,6 +64,8 @@ class _Wanted:
             invalid=invalid,
             requires_smt=numa.requires_smt(extra_specs, image_props),
             pci_requests=list(getattr(spec_obj, "pci_requests", None) or []),
+            network=network,
+            pack=numa.packing_strategy(),
             from_placement=bool(getattr(spec_obj, "allocation_candidates", None)),
         )
 
@@ -63,8 +73,9 @@ class _Wanted:
 class NUMATopologyFilter(BaseHostFilter):
     """Passes hosts whose NUMA cells can hold the instance's NUMA nodes: enough free pinned
     CPUs (by the thread policy), huge pages and memory per cell, within the host's CPU and RAM
-    allocation ratios, with the PCI devices NUMA-local as their policy asks. Requests without
-    a NUMA topology pass everywhere."""
+    allocation ratios, with the PCI devices NUMA-local as their policy asks and the ports'
+    physnets and tunnels NUMA-local where the host declares an affinity. Requests without a
+    NUMA topology pass everywhere."""
 
     RUN_ON_REBUILD = False
     # every instance of a multi-create takes CPUs and memory from the cells: check each one
@@ -106,15 +117,18 @@ class NUMATopologyFilter(BaseHostFilter):
         limits = numa.Limits(
             cpu_allocation_ratio=host_state.cpu_allocation_ratio or DEFAULT_CPU_RATIO,
             ram_allocation_ratio=host_state.ram_allocation_ratio or DEFAULT_RAM_RATIO,
+            network_metadata=wanted.network,
         )
         requests = wanted.pci_requests
         pools = pci.pools_of(host_state, host_state.pci_stats)
-        # without PCI requests, keep the cells that have PCI devices for those who need them
-        pci_nodes = None if requests else frozenset(pci.pool_numa_nodes(pools))
-        key = (host_topology, limits, pci_nodes)
+        # the cells' PCI devices order them: last without PCI requests, first with
+        pci_counts = numa.pci_device_counts(pools)
+        key = (host_topology, limits, frozenset(pci_counts.items()))
         fitter = wanted.fits.get(key)
         if fitter is None:
-            fitter = numa.HostFit(host_topology, wanted.topology, limits, pci_nodes)
+            fitter = numa.HostFit(
+                host_topology, wanted.topology, limits, pci_counts, bool(requests), wanted.pack
+            )
             wanted.fits[key] = fitter
         if not fitter.possible:
             # no candidate can fit: as nova, the host is left with none

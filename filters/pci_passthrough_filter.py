@@ -1,6 +1,9 @@
-"""PciPassthroughFilter: only hosts with free PCI devices for every PCI request.
+"""PciPassthroughFilter: only hosts with free PCI devices for all the PCI requests together.
 
-The matching rules live in ``scheduler/resources/pci.py``.
+As nova's filter: per allocation candidate, ``support_requests`` with the candidate's
+``mappings`` (the providers Placement allocated the PCI devices from), keeping the candidates
+that pass; no NUMA restriction here (NUMATopologyFilter checks the NUMA affinity). The
+matching rules live in ``scheduler/resources/pci.py``.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ NO_CANDIDATE = Reject("no allocation candidate left")
 
 class PciPassthroughFilter(BaseHostFilter):
     """Passes hosts whose free PCI devices (by vendor, product and tags such as the physical
-    network) can satisfy every PCI request of the instance: flavor aliases and SR-IOV ports.
-    Requests without PCI devices pass everywhere."""
+    network) can satisfy all the PCI requests of the instance together, one after the other:
+    flavor aliases and SR-IOV ports. Requests without PCI devices pass everywhere."""
 
     RUN_ON_REBUILD = False
     # every instance of a multi-create takes devices: check each one
@@ -53,6 +56,9 @@ class PciPassthroughFilter(BaseHostFilter):
         pools = pci.pools_of(host_state, host_state.pci_stats)
         if not pools:
             self._debug(host_state, requests)
+            if host_state.uuid and spec_obj.candidates_for(host_state):
+                # as nova's filter_candidates: none of the host's candidates passes
+                spec_obj.allocation_candidates[host_state.uuid] = []
             return NO_PCI_DEVICES
 
         if not spec_obj.allocation_candidates:

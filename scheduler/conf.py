@@ -561,6 +561,22 @@ workarounds_opts = [
     ),
 ]
 
+# nova's [compute] option that decides the order in which a NUMA guest's nodes try the host's
+# cells (nova reads it in hardware.numa_fit_instance_to_host, which NUMATopologyFilter runs)
+compute_opts = [
+    cfg.BoolOpt(
+        "packing_host_numa_cells_allocation_strategy",
+        default=False,
+        help="How the NUMA cells of a host are chosen for an instance's NUMA nodes, as nova's "
+        "option of the same name. False (the default): spread, trying first the host cells "
+        "with the most resources available (the fewest used shared CPUs, or for pinned "
+        "instances the most free dedicated CPUs; then the most free memory). True: pack, "
+        "trying the most used cells first, so that a cell is filled before a new one is used. "
+        "Only hosts with more NUMA cells than the instance has nodes have a choice; cells "
+        "with PCI devices come last (first for instances that ask for PCI devices) either way.",
+    ),
+]
+
 upgrade_levels_opts = [
     cfg.StrOpt(
         "scheduler",
@@ -834,6 +850,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(filter_scheduler_opts, group="filter_scheduler")
     conf.register_opts(metrics_opts, group="metrics")
     conf.register_opts(workarounds_opts, group="workarounds")
+    conf.register_opts(compute_opts, group="compute")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     conf.register_opts(api_database_opts, group="api_database")
     _register_database_opts(conf)
@@ -866,6 +883,7 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("filter_scheduler", filter_scheduler_opts),
         ("metrics", metrics_opts),
         ("workarounds", workarounds_opts),
+        ("compute", compute_opts),
         ("upgrade_levels", upgrade_levels_opts),
         ("api_database", api_database_opts),
         ("database", database_opts),

@@ -49,8 +49,9 @@ access, ``in``, ``obj_attr_is_set``, ``to_dict()``), ``project_id``, ``user_id``
   lists of dicts), not InstanceNUMATopology / InstancePCIRequests / NetworkRequestList.
 - ``retry.hosts``: ``(host, nodename)`` pairs, not a ComputeNodeList.
 - ``requested_destination.cell`` is not there (``cell_uuid`` is).
-- ``security_groups``, ``network_metadata``: AttributeError (the scheduler is not sent what
-  they need); ``_context`` is None (a plugin gets no database or RPC access through us).
+- ``network_metadata``: a dict (``physnets``, ``tunneled``), not a NetworkMetadata object.
+- ``security_groups``: AttributeError (the scheduler is not sent what it needs);
+  ``_context`` is None (a plugin gets no database or RPC access through us).
 - An image property that is not set raises AttributeError (nova: NotImplementedError);
   ``properties.get(name)`` gives None as in nova.
 
@@ -388,7 +389,7 @@ class NovaImageMeta:
 
 
 # RequestSpec fields of nova 34 that the scheduler is never given what to fill with
-_NOT_PROVIDED = frozenset({"security_groups", "network_metadata"})
+_NOT_PROVIDED = frozenset({"security_groups"})
 
 
 class NovaRequestSpec:

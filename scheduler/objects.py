@@ -174,6 +174,9 @@ class RequestSpec:
     numa_topology: dict[str, Any] | None = None
     pci_requests: list[dict[str, Any]] = field(default_factory=list)
     requested_networks: list[dict[str, Any]] = field(default_factory=list)
+    # the physnets and tunnel of the request's ports ({"physnets": [...], "tunneled": bool}),
+    # which NUMA affinity reads; nova-api sets it on a boot, the conductor sends it
+    network_metadata: dict[str, Any] | None = None
     id: int | None = None
 
     # -- convenience properties, as nova's RequestSpec has them -----------------------------

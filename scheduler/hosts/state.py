@@ -219,19 +219,57 @@ class Consumption:
     consumed_at: datetime.datetime
     # False: a key of our own (no instance uuid), which nova's casts cannot name
     is_instance: bool = True
+    # the providers of the request's groups when it was consumed (nova's
+    # get_request_group_mapping): the PCI devices Placement allocated are the ones taken
+    provider_mapping: Mapping[str, list[str]] | None = None
+    # the physnets and tunnel of its ports: the refit keeps them NUMA-affine, as nova's
+    # (through the host's limits)
+    network_metadata: Any = None
 
     @classmethod
     def of(
         cls, spec_obj: Any, consumed_at: datetime.datetime, is_instance: bool = True
     ) -> Consumption:
+        pci_requests = tuple(getattr(spec_obj, "pci_requests", None) or ())
         return cls(
             spec_obj.flavor,
             getattr(spec_obj, "numa_topology", None),
             getattr(spec_obj, "image", None),
-            tuple(getattr(spec_obj, "pci_requests", None) or ()),
+            pci_requests,
             consumed_at,
             is_instance,
+            # a copy: a multi-create sets the groups' providers again for each instance
+            pci.request_group_mapping(spec_obj) if pci_requests else None,
+            getattr(spec_obj, "network_metadata", None),
         )
+
+
+class _PciCells:
+    """The PCI side of one consumption's NUMA fit, as nova's ``consume_from_request`` has it:
+    the host cells are tried in an order that counts their free PCI devices (``counts``),
+    each assignment of guest nodes to host cells is checked with ``support_requests`` on
+    those cells (``check``), and the PCI requests are then applied NUMA-local to the cells
+    of the assignment the fit accepted (``fitted``; None when nothing was fitted)."""
+
+    __slots__ = ("pools", "requests", "mapping", "sockets", "fitted")
+
+    def __init__(self, hs: HostState, entry: Consumption):
+        self.requests = entry.pci_requests
+        self.mapping = entry.provider_mapping
+        self.pools = pci.pools_of(hs, hs.pci_stats)
+        topology = numa.host_topology_of(hs, hs.numa_topology) if self.requests else None
+        self.sockets = {c.id: c.socket for c in topology.cells} if topology else None
+        self.fitted: list[int] | None = None
+
+    def counts(self) -> dict[int | None, int]:
+        return numa.pci_device_counts(self.pools)
+
+    def check(self, cell_ids: Iterable[int]) -> bool:
+        cell_ids = list(cell_ids)
+        if pci.support_requests(self.pools, self.requests, self.mapping, cell_ids, self.sockets):
+            self.fitted = cell_ids  # the fit takes the first assignment the check accepts
+            return True
+        return False
 
 
 class _Usage(NamedTuple):
@@ -669,20 +707,40 @@ class HostState:
             self.vcpus_used += flavor.vcpus
             self.num_instances += 1
             self.num_io_ops += 1
-            if self.numa_topology is not None:
+            pci_cells = _PciCells(self, entry)
+            before = self.numa_topology
+            if before is not None:
                 # a new topology object (the parse caches key on identity): refit, add usage
                 self.numa_topology = numa.numa_topology_after_instance(
-                    self.numa_topology,
+                    before,
                     entry,
                     self.cpu_allocation_ratio or 4.0,
                     self.ram_allocation_ratio or 1.0,
+                    pci_check=pci_cells.check if entry.pci_requests else None,
+                    pci_counts=pci_cells.counts(),
                 )
+                if self.numa_topology is before:  # nothing fitted: no NUMA cells for PCI
+                    pci_cells.fitted = None
             if entry.pci_requests and self.pci_stats:
-                pools = pci.apply_requests(pci.pools_from_stats(self.pci_stats), entry.pci_requests)
-                if pools is not None:
-                    self.pci_stats = pools
+                self._consume_pci(entry, pci_cells)
         except Exception:  # nova logs and swallows: a bad spec must not poison the cache
             LOG.exception("Error consuming an instance on host %s", self.host)
+
+    def _consume_pci(self, entry: Consumption, cells: _PciCells) -> None:
+        """nova's ``apply_requests`` in ``consume_from_request``: the devices Placement
+        allocated (the request's provider mapping), NUMA-local to the host cells the
+        instance was just fitted to. As nova's, a request that cannot be applied leaves
+        what the ones before it took (the compute's claim decides)."""
+        applied = pci.apply_requests(
+            cells.pools, entry.pci_requests, entry.provider_mapping, cells.fitted, cells.sockets
+        )
+        self.pci_stats = applied.pools
+        if not applied.ok:
+            LOG.warning(
+                "Selected host %s failed to consume the instance's PCI devices (%s)",
+                self.host,
+                pci.request_reason(applied.failed or {}),
+            )
 
     # -- read helpers -----------------------------------------------------------------------
     @property

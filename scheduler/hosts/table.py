@@ -490,19 +490,24 @@ class HostTable:
             self.svc_state[slot] = state
 
     def heartbeats_outside(
-        self, cell_uuid: Any, earliest: datetime.datetime, latest: datetime.datetime
-    ) -> set[str]:
-        """The host names of ``cell_uuid`` whose service, enabled and not forced down, has a
+        self, earliest: datetime.datetime, latest: datetime.datetime
+    ) -> np.ndarray:
+        """The service slots (every cell's) whose service, enabled and not forced down, has a
         heartbeat mirrored here before ``earliest`` or after ``latest`` (naive UTC): those
-        ComputeFilter finds down, or soon will."""
+        ComputeFilter finds down, or soon will. Slots are never reused, so equal arrays name
+        the same services (``hosts_of_slots`` names them)."""
         with self._lock:
             n = len(self._slot_keys)
             last = self.svc_last[:n]
             late = (self.svc_state[:n] == SERVICE_UP_IF_RECENT) & (
                 (last < microseconds(earliest)) | (last > microseconds(latest))
             )
-            keys = [self._slot_keys[i] for i in np.flatnonzero(late)]
-        return {host for cell, host in keys if cell == cell_uuid}
+            return np.flatnonzero(late)
+
+    def hosts_of_slots(self, slots: np.ndarray, cell_uuid: Any) -> set[str]:
+        """The host names of ``cell_uuid`` among the service ``slots``."""
+        keys = self._slot_keys  # append-only: a slot's key never changes
+        return {host for cell, host in (keys[i] for i in slots) if cell == cell_uuid}
 
     def services(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(state, last heartbeat) of the service of each row (SERVICE_NONE when unbound)."""

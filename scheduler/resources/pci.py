@@ -1,25 +1,56 @@
-"""PCI pool matching: can a host's free PCI devices satisfy an instance's PCI requests?
+"""PCI pools: can a host's free PCI devices satisfy an instance's PCI requests, and what is
+left of them once the instance is counted there?
 
-Pure functions over plain data, following nova's ``PciDeviceStats.support_requests`` as
-documented:
+Pure functions over plain data that decide as nova 34's ``PciDeviceStats`` does in the
+scheduler (``support_requests`` and ``apply_requests``):
 
 * the host's pools are the JSON-decoded ``compute_nodes.pci_stats`` column -- a
   ``PciDevicePoolList`` primitive (``objects`` of ``PciDevicePool``: ``vendor_id``,
   ``product_id``, ``numa_node``, ``count``, ``tags``) or a plain list of pools; tags
   (``dev_type``, ``physical_network``, ``remote_managed``, ``rp_uuid`` ...) are flattened into
-  the pool, as nova's PciDeviceStats does;
-* a request (``InstancePCIRequest``: ``count``, ``spec`` -- a list of dicts, any one of which
-  may match --, ``alias_name``, ``numa_policy``, ``request_id``) matches a pool when every key
-  of one spec dict equals the pool's value (strings case-insensitively; a list value must be a
-  subset of the pool's list value; ``remote_managed`` compares as a boolean, unset = false);
-* PF pools are used only when a spec asks for ``dev_type: type-PF``, vDPA pools only for
-  ``vdpa``, and ``remote_managed`` pools only when the spec asks for remote-managed devices;
-* with PCI in Placement, the request's groups (``<request_id>-<n>`` in an allocation
-  candidate's ``mappings``) restrict it to the pools of the allocated providers;
-* with the instance's NUMA cells (NUMATopologyFilter), the ``numa_policy`` (required, legacy
-  -- the default --, preferred, socket) restricts the pools by NUMA node;
-* each request is checked against the host's pools on its own, as nova does (two requests
-  for the same single device both pass here; the compute's claim then fails).
+  the pool (a tag named like a field wins), and the pools are ordered by their number of keys,
+  as nova's PciDeviceStats holds them: that order is the order devices are taken in;
+* the requests (``InstancePCIRequest``: ``count``, ``spec`` -- a list of dicts, any one of
+  which may match --, ``alias_name``, ``numa_policy``, ``request_id``) are applied one after
+  the other on a working copy of the pools: a host supports them when every one can take its
+  devices from what the ones before it left (two ports wanting 1 + 2 devices do not fit a
+  pool of 2);
+* a pool matches a spec dict when every key of it equals the pool's value, strings
+  case-insensitively (``remote_managed: "False"`` needs a pool tagged ``false``: a pool
+  without the tag, such as a type-PCI pool, does not match it), a list value being a subset
+  of the pool's list; ``resource_class``, ``traits``, ``rp_uuids`` and ``rp_uuid`` are not
+  compared (Placement matched them when PCI is tracked there);
+* then, in nova's order: the request's ``numa_policy`` against the instance's NUMA cells
+  (``required``; ``legacy``, the default, which also takes devices without a NUMA node;
+  ``preferred``, which takes any device, local ones first; ``socket``, the cells' sockets --
+  no device when a host cell reports no socket); PF pools only for specs asking for
+  ``dev_type: type-PF``, vDPA pools only for ``vdpa``, remote-managed pools only when a spec
+  asks for them (tags read as booleans here); with PCI in Placement, only the pools of the
+  providers the request's groups were allocated from; ``live_migratable`` when every spec
+  sets it;
+* the providers of a request: for a flavor alias, the first provider of every group of the
+  provider mapping whose name starts with its ``request_id`` (nova's ``<request_id>-<n>``
+  groups), or the ``rp_uuids`` of its first spec when there is no mapping; none for a port,
+  whose devices Placement does not track (yet). With providers, each pool gives exactly as
+  many devices as Placement allocated from its provider, and a host whose pools share a
+  provider supports nothing; without, devices are taken pool after pool;
+* a pool emptied by a request is dropped from the list, as nova drops it.
+
+Deliberate differences, where nova fails with an exception instead of deciding:
+
+* a provider-mapping group with no provider, or an alias request without ``request_id``
+  while there is a mapping: nova raises (IndexError, TypeError) out of the filter; here such
+  a group restricts nothing;
+* the ``socket`` policy on a host without a NUMA topology: nova raises AttributeError; here
+  no device qualifies.
+
+And at consumption (``scheduler/hosts/state.py``), when the instance asks for a NUMA topology
+and the host reports none: nova applies the requests with the *unfitted* guest cell ids taken
+for host NUMA nodes; we apply them without NUMA cells, as for an instance without topology
+(NUMATopologyFilter refuses such hosts, so only a deployment without it gets there).
+
+The compute's claim (``consume_requests``: real devices, a PF taking its VFs with it) is not
+done here: the scheduler sees pools, never devices.
 """
 
 from __future__ import annotations
@@ -27,25 +58,33 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 _DATA = "nova_object.data"
 
 PF = "type-PF"
-REMOTE_MANAGED = "remote_managed"
 VDPA = "vdpa"
+REMOTE_MANAGED = "remote_managed"
+LIVE_MIGRATABLE = "live_migratable"
+RP_UUID = "rp_uuid"
 
 REQUIRED = "required"
 LEGACY = "legacy"
 PREFERRED = "preferred"
 SOCKET = "socket"
 
+# spec keys nova leaves to Placement (resource_class, traits) or reads apart (rp_uuids)
+IGNORED_SPEC_KEYS = frozenset({"resource_class", "traits", "rp_uuids", "rp_uuid"})
+
 Pool = dict[str, Any]
+ProviderMapping = Mapping[str, Sequence[str]]
 
 _TRUE = {"1", "t", "true", "on", "y", "yes"}
 
 
 def _bool(value: Any) -> bool:
+    """oslo's ``bool_from_string`` (not strict): unset and unknown words are false."""
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in _TRUE if value is not None else False
@@ -57,6 +96,13 @@ def _inner(value: Any) -> Any:
     return value
 
 
+def _int_or(value: Any, default: Any) -> Any:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
 def _flatten(pool: Any) -> Pool | None:
     pool = _inner(pool)
     if not isinstance(pool, dict):
@@ -64,18 +110,17 @@ def _flatten(pool: Any) -> Pool | None:
     flat = {k: v for k, v in pool.items() if k != "tags"}
     tags = _inner(pool.get("tags"))
     if isinstance(tags, dict):
-        for key, value in tags.items():
-            flat.setdefault(key, value)
-    try:
-        flat["count"] = int(flat.get("count") or 0)
-    except (TypeError, ValueError):
-        flat["count"] = 0
+        flat.update(tags)  # nova's PciDevicePool.to_dict
+    flat["count"] = _int_or(flat.get("count"), 0)
+    if flat.get("numa_node") is not None:
+        flat["numa_node"] = _int_or(flat["numa_node"], flat["numa_node"])
     return flat
 
 
 def pools_from_stats(pci_stats: Any) -> list[Pool]:
-    """The host's pools as flat dicts (tags merged in), from ``HostState.pci_stats`` in any
-    form it comes in; empty when the host has no PCI devices."""
+    """The host's pools as flat dicts (tags merged in), in the order nova's PciDeviceStats
+    keeps them (fewest keys first), from ``HostState.pci_stats`` in any form it comes in;
+    empty when the host has no PCI devices."""
     if not pci_stats:
         return []
     raw = json.loads(pci_stats) if isinstance(pci_stats, (str, bytes)) else pci_stats
@@ -83,7 +128,9 @@ def pools_from_stats(pci_stats: Any) -> list[Pool]:
     raw = _inner(raw)
     if isinstance(raw, dict):
         raw = raw.get("objects") or raw.get("pools") or []
-    return [p for p in (_flatten(item) for item in raw or ()) if p is not None]
+    pools = [p for p in (_flatten(item) for item in raw or ()) if p is not None]
+    pools.sort(key=len)  # stable: pools of equal size keep the compute's order
+    return pools
 
 
 # owner id -> (raw, pools): one entry per HostState, as scheduler.resources.numa.host_topology_of
@@ -107,29 +154,30 @@ def pools_of(owner: Any, pci_stats: Any) -> list[Pool]:
     return pools
 
 
+# -- matching -------------------------------------------------------------------------------
+
+
+def _value_matches(wanted: Any, have: Any) -> bool:
+    if isinstance(wanted, list) and isinstance(have, list):
+        return all(item in have for item in wanted)
+    if isinstance(wanted, str):
+        wanted = wanted.lower()
+    if isinstance(have, str):
+        have = have.lower()
+    return have == wanted
+
+
 def _spec_matches(pool: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
-    for key, wanted in spec.items():
-        have = pool.get(key)
-        if key == REMOTE_MANAGED:
-            # a boolean tag; devices whose spec does not set it are not remote-managed
-            if _bool(wanted) != _bool(have):
-                return False
-            continue
-        if isinstance(wanted, list) and isinstance(have, list):
-            if not all(item in have for item in wanted):
-                return False
-            continue
-        if isinstance(wanted, str):
-            wanted = wanted.lower()
-        if isinstance(have, str):
-            have = have.lower()
-        if have != wanted:
-            return False
-    return True
+    return all(
+        _value_matches(wanted, pool.get(key))
+        for key, wanted in spec.items()
+        if key not in IGNORED_SPEC_KEYS
+    )
 
 
 def pool_matches(pool: Mapping[str, Any], specs: Iterable[Mapping[str, Any]]) -> bool:
-    """Does the pool match any of the spec dicts (nova's ``pci_device_prop_match``)?"""
+    """Does the pool match any of the spec dicts (nova's ``pci_device_prop_match``, the keys
+    Placement matches left out)?"""
     return any(_spec_matches(pool, spec) for spec in specs)
 
 
@@ -141,118 +189,305 @@ def _specs(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _count(request: Mapping[str, Any]) -> int:
-    try:
-        return int(request.get("count") or 1)
-    except (TypeError, ValueError):
-        return 1
+    return _int_or(request.get("count"), 1)
+
+
+def is_port_request(request: Mapping[str, Any]) -> bool:
+    """Is it an SR-IOV port's request (nova: no ``alias_name``) rather than a flavor alias's?"""
+    return request.get("alias_name") is None
 
 
 def rp_uuids_for_request(
-    provider_mapping: Mapping[str, Sequence[str]] | None, request: Mapping[str, Any]
+    provider_mapping: ProviderMapping | None, request: Mapping[str, Any]
 ) -> list[str]:
-    """The providers Placement allocated the request's devices from (one entry per device):
-    the mappings of its request groups ``<request_id>-<n>``. Empty without PCI in Placement."""
-    request_id = request.get("request_id")
-    if not provider_mapping or not request_id:
+    """The providers Placement allocated the request's devices from, one entry per device:
+    the first provider of each group named ``<request_id>...``, or without a mapping the
+    ``rp_uuids`` its first spec records. Empty for ports and without PCI in Placement."""
+    if is_port_request(request):
         return []
-    prefix = f"{request_id}-"
-    rps: list[str] = []
-    for requester, providers in provider_mapping.items():
-        if requester == request_id or str(requester).startswith(prefix):
-            rps.extend(providers or ())
-    return rps
+    if not provider_mapping:
+        specs = _specs(request)
+        recorded = specs[0].get("rp_uuids") if specs else None
+        return str(recorded).split(",") if recorded else []
+    request_id = request.get("request_id")
+    if not request_id:
+        return []
+    return [
+        providers[0]
+        for group, providers in provider_mapping.items()
+        if providers and str(group).startswith(request_id)
+    ]
 
 
-def _filter_by_placement(pools: list[Pool], rp_uuids: Sequence[str]) -> list[Pool]:
-    if not rp_uuids:
-        return pools
-    wanted = Counter(rp_uuids)
-    # a pool without rp_uuid is not tracked in Placement (e.g. physnet-tagged devices)
-    return [p for p in pools if p.get("rp_uuid") in wanted and p["count"] >= wanted[p["rp_uuid"]]]
+class _Stock:
+    """A working copy of a host's pools: the pools themselves are shared and read, the
+    counts and the list of pools still held (by index, in order) are this copy's own."""
+
+    __slots__ = ("pools", "counts", "held")
+
+    def __init__(self, pools: Sequence[Pool]):
+        self.pools = pools
+        self.counts = [p["count"] for p in pools]
+        self.held = list(range(len(pools)))
+
+    def total(self, indexes: Iterable[int]) -> int:
+        counts = self.counts
+        return sum(counts[i] for i in indexes)
+
+    def left(self) -> list[Pool]:
+        """The pools still held, as new dicts with their counts now."""
+        return [{**self.pools[i], "count": self.counts[i]} for i in self.held]
 
 
-def _filter_by_numa(
-    pools: list[Pool],
+def _numa_node_in(pools: Sequence[Pool], indexes: list[int], nodes: set[Any]) -> list[int]:
+    return [i for i in indexes if pools[i].get("numa_node") in nodes]
+
+
+def _by_numa(
+    stock: _Stock,
+    indexes: list[int],
     request: Mapping[str, Any],
-    numa_cell_ids: Sequence[int],
+    numa_cell_ids: Sequence[int] | None,
     socket_of: Mapping[int, int | None] | None,
-) -> list[Pool]:
-    policy = (request.get("numa_policy") or LEGACY).lower()
+) -> list[int]:
+    """nova's ``_filter_pools_for_numa_cells``: the strictest affinity that still gives
+    enough devices, no looser than the request's policy allows."""
+    if not numa_cell_ids:
+        return indexes
+    pools = stock.pools
+    policy = request.get("numa_policy") or LEGACY
     count = _count(request)
     cells = set(numa_cell_ids)
-    strict = [p for p in pools if p.get("numa_node") in cells]
-    if policy == REQUIRED or sum(p["count"] for p in strict) >= count:
-        return strict
+    local = _numa_node_in(pools, indexes, cells)
+    if policy == REQUIRED or stock.total(local) >= count:
+        return local
     if policy == SOCKET:
-        sockets_of = socket_of or {}
-        sockets = {sockets_of.get(c) for c in cells} - {None}
-        nodes = {n for n, s in sockets_of.items() if s in sockets}
-        return [p for p in pools if p.get("numa_node") in nodes]
+        return _by_socket(pools, indexes, cells, socket_of)
     # devices that report no NUMA node are fine for the legacy policy
-    relaxed = [p for p in pools if p.get("numa_node") in cells or p.get("numa_node") is None]
-    if policy == LEGACY or sum(p["count"] for p in relaxed) >= count:
+    cells.add(None)
+    relaxed = _numa_node_in(pools, indexes, cells)
+    if policy == LEGACY or stock.total(relaxed) >= count:
         return relaxed
-    return pools  # preferred: anything will do
+    # preferred: anything will do, the local devices (and those without a node) first
+    return sorted(indexes, key=lambda i: pools[i].get("numa_node") not in cells)
+
+
+def _by_socket(
+    pools: Sequence[Pool],
+    indexes: list[int],
+    cells: set[int],
+    socket_of: Mapping[int, int | None] | None,
+) -> list[int]:
+    if not socket_of or any(socket is None for socket in socket_of.values()):
+        return []  # a host cell without socket information: nova gives up
+    sockets = {socket_of[c] for c in cells if c in socket_of}
+    nodes = {node for node, socket in socket_of.items() if socket in sockets}
+    return _numa_node_in(pools, indexes, nodes)
+
+
+def _unrequested_dropped(
+    pools: Sequence[Pool], indexes: list[int], specs: list[Mapping[str, Any]]
+) -> list[int]:
+    """PF, vDPA and remote-managed pools serve only the requests that ask for them."""
+    if all(spec.get("dev_type") != PF for spec in specs):
+        indexes = [i for i in indexes if pools[i].get("dev_type") != PF]
+    if all(spec.get("dev_type") != VDPA for spec in specs):
+        indexes = [i for i in indexes if pools[i].get("dev_type") != VDPA]
+    if all(not _bool(spec.get(REMOTE_MANAGED)) for spec in specs):
+        indexes = [i for i in indexes if not _bool(pools[i].get(REMOTE_MANAGED))]
+    return indexes
+
+
+def _by_placement(stock: _Stock, indexes: list[int], rp_uuids: Sequence[str]) -> list[int]:
+    if not rp_uuids:
+        return indexes
+    wanted = Counter(rp_uuids)
+    pools, counts = stock.pools, stock.counts
+    # a pool without rp_uuid is not tracked in Placement (e.g. physnet-tagged devices)
+    return [
+        i
+        for i in indexes
+        if pools[i].get(RP_UUID) in wanted and counts[i] >= wanted[pools[i][RP_UUID]]
+    ]
+
+
+def _by_live_migration(
+    pools: Sequence[Pool], indexes: list[int], specs: list[Mapping[str, Any]]
+) -> list[int]:
+    for value in ("true", "false"):
+        if all(spec.get(LIVE_MIGRATABLE) == value for spec in specs):
+            return [i for i in indexes if pools[i].get(LIVE_MIGRATABLE) == value]
+    return indexes
+
+
+def _candidates(
+    stock: _Stock,
+    request: Mapping[str, Any],
+    rp_uuids: Sequence[str],
+    numa_cell_ids: Sequence[int] | None,
+    socket_of: Mapping[int, int | None] | None,
+) -> list[int] | None:
+    """The held pools the request may take its devices from, in the order it takes them,
+    or None when they hold fewer devices than it asks for (nova's ``_filter_pools``)."""
+    pools = stock.pools
+    specs = _specs(request)
+    indexes = [i for i in stock.held if pool_matches(pools[i], specs)]
+    indexes = _by_numa(stock, indexes, request, numa_cell_ids, socket_of)
+    indexes = _unrequested_dropped(pools, indexes, specs)
+    indexes = _by_placement(stock, indexes, rp_uuids)
+    indexes = _by_live_migration(pools, indexes, specs)
+    if stock.total(indexes) < _count(request):
+        return None
+    return indexes
+
+
+def _one_pool_per_provider(stock: _Stock) -> bool:
+    providers = [stock.pools[i][RP_UUID] for i in stock.held if RP_UUID in stock.pools[i]]
+    return len(providers) == len(set(providers))
+
+
+def _apply_one(
+    stock: _Stock,
+    request: Mapping[str, Any],
+    rp_uuids: Sequence[str],
+    numa_cell_ids: Sequence[int] | None,
+    socket_of: Mapping[int, int | None] | None,
+) -> bool:
+    """Take one request's devices from the stock (nova's ``_apply_request``)."""
+    chosen = _candidates(stock, request, rp_uuids, numa_cell_ids, socket_of)
+    if not chosen:
+        return False
+    counts, held = stock.counts, stock.held
+    if not rp_uuids:
+        # pool after pool; a pool given away whole leaves the list
+        wanted = _count(request)
+        for i in chosen:
+            if counts[i] > wanted:
+                counts[i] -= wanted
+                wanted = 0
+            else:
+                wanted -= counts[i]
+                held.remove(i)
+            if not wanted:
+                break
+        return True
+    # as Placement allocated: from each provider's pool, its number of devices
+    if not _one_pool_per_provider(stock):
+        return False
+    per_provider = Counter(rp_uuids)
+    for i in chosen:
+        counts[i] -= per_provider.pop(stock.pools[i][RP_UUID], 0)
+        if counts[i] == 0:
+            held.remove(i)
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """The outcome of applying requests to a host's pools: the pools left (new dicts, in
+    order) and the first request that could not be applied, if any. As nova's, a failed
+    application keeps what the requests before the failing one took."""
+
+    pools: list[Pool]
+    failed: Mapping[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None
+
+
+def _run(
+    pools: Sequence[Pool],
+    requests: Iterable[Mapping[str, Any]],
+    provider_mapping: ProviderMapping | None,
+    numa_cell_ids: Sequence[int] | None,
+    socket_of: Mapping[int, int | None] | None,
+) -> tuple[_Stock, Mapping[str, Any] | None]:
+    stock = _Stock(pools)
+    for request in requests:
+        rps = rp_uuids_for_request(provider_mapping, request)
+        if not _apply_one(stock, request, rps, numa_cell_ids, socket_of):
+            return stock, request
+    return stock, None
+
+
+def apply_requests(
+    pools: Sequence[Pool],
+    requests: Iterable[Mapping[str, Any]],
+    provider_mapping: ProviderMapping | None = None,
+    numa_cell_ids: Sequence[int] | None = None,
+    socket_of: Mapping[int, int | None] | None = None,
+) -> Applied:
+    """The pools after taking the requests' devices one request after the other (nova's
+    ``apply_requests``, as consume_from_request calls it). The input is not modified.
+
+    ``provider_mapping``: ``{requester_id: [provider uuid]}`` of the request's groups (the
+    allocation candidate's ``mappings``, or the RequestSpec's ``requested_resources``);
+    ``numa_cell_ids``: the host cells the instance's NUMA nodes were fitted to;
+    ``socket_of``: ``{host cell id: socket}`` of every host cell (for the socket policy)."""
+    stock, failed = _run(pools, requests, provider_mapping, numa_cell_ids, socket_of)
+    return Applied(stock.left(), failed)
+
+
+def first_unsupported(
+    pools: Sequence[Pool],
+    requests: Iterable[Mapping[str, Any]],
+    provider_mapping: ProviderMapping | None = None,
+    numa_cell_ids: Sequence[int] | None = None,
+    socket_of: Mapping[int, int | None] | None = None,
+) -> Mapping[str, Any] | None:
+    """The first request that cannot take its devices once the ones before it took theirs,
+    or None when all can (see :func:`apply_requests` for the arguments)."""
+    return _run(pools, requests, provider_mapping, numa_cell_ids, socket_of)[1]
+
+
+def support_requests(
+    pools: Sequence[Pool],
+    requests: Iterable[Mapping[str, Any]],
+    provider_mapping: ProviderMapping | None = None,
+    numa_cell_ids: Sequence[int] | None = None,
+    socket_of: Mapping[int, int | None] | None = None,
+) -> bool:
+    """Can all the requests be met together (nova's ``support_requests``: applied one after
+    the other on a copy)?"""
+    return first_unsupported(pools, requests, provider_mapping, numa_cell_ids, socket_of) is None
 
 
 def matching_pools(
-    pools: list[Pool],
+    pools: Sequence[Pool],
     request: Mapping[str, Any],
     numa_cell_ids: Sequence[int] | None = None,
     socket_of: Mapping[int, int | None] | None = None,
     rp_uuids: Sequence[str] = (),
 ) -> list[Pool] | None:
-    """The pools the request may take its devices from, or None when they hold fewer devices
-    than it asks for (nova's ``_filter_pools``)."""
-    specs = _specs(request)
-    candidates = [p for p in pools if pool_matches(p, specs)]
-    if numa_cell_ids is not None:
-        candidates = _filter_by_numa(candidates, request, numa_cell_ids, socket_of)
-    if all(spec.get("dev_type") != PF for spec in specs):
-        candidates = [p for p in candidates if p.get("dev_type") != PF]
-    if all(spec.get("dev_type") != VDPA for spec in specs):
-        candidates = [p for p in candidates if p.get("dev_type") != VDPA]
-    if not any(_bool(spec.get(REMOTE_MANAGED)) for spec in specs):
-        candidates = [p for p in candidates if not _bool(p.get(REMOTE_MANAGED))]
-    candidates = _filter_by_placement(candidates, rp_uuids)
-    if sum(p["count"] for p in candidates) < _count(request):
-        return None
-    return candidates
-
-
-def first_unsupported(
-    pools: list[Pool],
-    requests: Iterable[Mapping[str, Any]],
-    provider_mapping: Mapping[str, Sequence[str]] | None = None,
-    numa_cell_ids: Sequence[int] | None = None,
-    socket_of: Mapping[int, int | None] | None = None,
-) -> Mapping[str, Any] | None:
-    """The first request the pools cannot satisfy, or None when all can be."""
-    for request in requests:
-        rps = rp_uuids_for_request(provider_mapping, request)
-        if matching_pools(pools, request, numa_cell_ids, socket_of, rps) is None:
-            return request
-    return None
-
-
-def support_requests(
-    pools: list[Pool],
-    requests: Iterable[Mapping[str, Any]],
-    provider_mapping: Mapping[str, Sequence[str]] | None = None,
-    numa_cell_ids: Sequence[int] | None = None,
-    socket_of: Mapping[int, int | None] | None = None,
-) -> bool:
-    """Can every request be met from the pools (each on its own, as nova checks)?"""
-    return first_unsupported(pools, requests, provider_mapping, numa_cell_ids, socket_of) is None
+    """The pools one request alone may take its devices from, in the order it takes them,
+    or None when they hold fewer devices than it asks for (nova's ``_filter_pools``)."""
+    stock = _Stock(pools)
+    chosen = _candidates(stock, request, rp_uuids, numa_cell_ids, socket_of)
+    return None if chosen is None else [pools[i] for i in chosen]
 
 
 def placement_signature(
-    provider_mapping: Mapping[str, Sequence[str]] | None,
+    provider_mapping: ProviderMapping | None,
     requests: Sequence[Mapping[str, Any]],
 ) -> tuple[tuple[str, ...], ...]:
     """What of an allocation candidate matters to the PCI checks: per request, the providers
     its devices come from. Candidates with equal signatures get equal answers."""
     return tuple(tuple(sorted(rp_uuids_for_request(provider_mapping, r))) for r in requests)
+
+
+def request_group_mapping(spec_obj: Any) -> dict[str, list[str]] | None:
+    """nova's ``RequestSpec.get_request_group_mapping``: the providers of each of the
+    request's groups (set from the claimed candidate before the host consumes it); None
+    when the request has no ``requested_resources``."""
+    groups = getattr(spec_obj, "requested_resources", None)
+    if groups is None:
+        return None
+    return {
+        g.requester_id: list(g.provider_uuids or ())
+        for g in groups
+        if getattr(g, "requester_id", None) is not None
+    }
 
 
 def request_reason(request: Mapping[str, Any]) -> str:
@@ -268,27 +503,3 @@ def request_reason(request: Mapping[str, Any]) -> str:
 def pool_numa_nodes(pools: Iterable[Mapping[str, Any]]) -> set[int | None]:
     """The NUMA nodes that have PCI devices."""
     return {p.get("numa_node") for p in pools}
-
-
-def apply_requests(
-    pools: list[Pool],
-    requests: Iterable[Mapping[str, Any]],
-    numa_cell_ids: Sequence[int] | None = None,
-    socket_of: Mapping[int, int | None] | None = None,
-) -> list[Pool] | None:
-    """The pools after taking the requests' devices one request after the other (nova's
-    ``apply_requests``, for consume_from_request in a multi-create); None when they do not
-    all fit. New pool dicts are returned; the input is not modified."""
-    remaining = [dict(p) for p in pools]
-    for request in requests:
-        chosen = matching_pools(remaining, request, numa_cell_ids, socket_of)
-        if chosen is None:
-            return None
-        count = _count(request)
-        for pool in chosen:
-            take = min(pool["count"], count)
-            pool["count"] -= take
-            count -= take
-            if not count:
-                break
-    return [p for p in remaining if p["count"] > 0]

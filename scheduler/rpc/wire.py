@@ -572,6 +572,16 @@ def _requested_networks(value: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
+def _network_metadata(value: Any, where: str) -> dict[str, Any]:
+    data = unwrap(value)
+    if not isinstance(data, dict):
+        _bad(where, "a NetworkMetadata", value)
+    physnets = data.get("physnets") or []
+    if not isinstance(physnets, list | tuple) or not all(isinstance(p, str) for p in physnets):
+        _bad(f"{where}.physnets", "a list of strings", physnets)
+    return {"physnets": sorted(physnets), "tunneled": _as_bool(data.get("tunneled", False), where)}
+
+
 def _numa_topology(value: Any, where: str) -> dict[str, Any]:
     topology = unwrap(value)
     if not isinstance(topology, dict):
@@ -643,6 +653,7 @@ _SPEC_FIELDS: dict[str, Callable[[RequestSpec, Any, str], None]] = {
     "numa_topology": _setter("numa_topology", _numa_topology),
     "pci_requests": _setter("pci_requests", _pci_requests),
     "requested_networks": _setter("requested_networks", _requested_networks),
+    "network_metadata": _setter("network_metadata", _network_metadata),
 }
 
 
@@ -1096,6 +1107,7 @@ _SENT_VERSIONS = {
     "InstancePCIRequest": "1.3",
     "NetworkRequestList": "1.1",
     "NetworkRequest": "1.3",
+    "NetworkMetadata": _NETWORK_METADATA_VERSION,
 }
 
 
@@ -1249,6 +1261,8 @@ def request_spec_to_primitive(spec: RequestSpec) -> dict[str, Any]:
             "user_id": spec.user_id,
         }
     )
+    if spec.network_metadata is not None:  # (nova leaves the field out when it is not set)
+        data["network_metadata"] = _sent("NetworkMetadata", jsonable(spec.network_metadata))
     return _sent("RequestSpec", data)
 
 

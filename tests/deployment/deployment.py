@@ -821,31 +821,37 @@ ovsdb_connection = tcp:127.0.0.1:1
         return set(allocs) == {self.provider_uuid(host_of(server))}
 
     def preferred_host(self, hosts: tuple[str, ...]) -> str:
-        """The host of ``hosts`` nova 34's default weighers put first once no build is in
-        flight: the sum of the RAM, CPU and disk weighers' values, each normalized to 0..1
-        over ``hosts``, from the compute node rows nova-scheduler reads (which nova-compute
-        may update after a move, as nova's scheduler sees them)."""
+        """The host of ``hosts`` nova 34's default weighers put first: the sum of the RAM,
+        CPU and disk weighers' values less the I/O ops weigher's, each scaled to 0..1 over
+        ``hosts`` from 0 (their ``minval``), from the compute node rows nova-scheduler reads
+        (which nova-compute may update after a move, as nova's scheduler sees them; its count
+        of I/O-heavy tasks stays until its next periodic update, and IoOpsWeigher reads it)."""
         values = self.weighed_values(hosts)
         totals = dict.fromkeys(hosts, 0.0)
-        for i in range(3):
-            low = min(v[i] for v in values.values())
-            high = max(v[i] for v in values.values())
+        for i, multiplier in enumerate((1.0, 1.0, 1.0, -1.0)):
+            # each of these weighers has minval = 0: a value is scaled by the largest
+            high = max(max(v[i] for v in values.values()), 0.0)
             for host in hosts:
-                totals[host] += 0.0 if high == low else (values[host][i] - low) / (high - low)
+                if high > 0:
+                    totals[host] += multiplier * max(values[host][i], 0.0) / high
         return max(hosts, key=lambda h: totals[h])
 
-    def weighed_values(self, hosts: tuple[str, ...]) -> dict[str, tuple[float, float, float]]:
-        """Per host: free RAM, free vCPUs (times the CPU ratio), free disk, as nova's RAM,
-        CPU and disk weighers take them from the compute node row."""
+    def weighed_values(
+        self, hosts: tuple[str, ...]
+    ) -> dict[str, tuple[float, float, float, float]]:
+        """Per host: free RAM, free vCPUs (times the CPU ratio), free disk and I/O-heavy
+        tasks (``stats.io_workload``), as nova's RAM, CPU, disk and I/O ops weighers take
+        them from the compute node row."""
         rows = self._cell1_rows(
             "SELECT host, free_ram_mb, vcpus, cpu_allocation_ratio, vcpus_used, free_disk_gb,"
-            " disk_available_least FROM compute_nodes WHERE deleted = 0"
+            " disk_available_least, stats FROM compute_nodes WHERE deleted = 0"
         )
         values = {}
-        for host, ram, vcpus, ratio, vcpus_used, disk, least in rows:
+        for host, ram, vcpus, ratio, vcpus_used, disk, least, stats in rows:
             if host in hosts:
                 free_disk = disk if least is None else min(disk, least)
-                values[host] = (float(ram), vcpus * ratio - vcpus_used, float(free_disk))
+                io_ops = float(json.loads(stats or "{}").get("io_workload", 0))
+                values[host] = (float(ram), vcpus * ratio - vcpus_used, float(free_disk), io_ops)
         return values
 
     def instance_events(self, server_id: str) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ asked for loses nothing."""
 
 from __future__ import annotations
 
+import datetime
 import gc
 import threading
 import time
@@ -29,6 +30,13 @@ def engine():
 
 def _pool(engine):
     return read_ahead._engine_for(engine).pool
+
+
+def _busy(engine) -> int:
+    """The read-ahead connections checked out and not idle: those whose answer nobody
+    received yet."""
+    pool = read_ahead._engine_for(engine)
+    return pool.pool.checkedout() - len(read_ahead._IDLE.get(pool, []))
 
 
 def test_only_pymysql_engines_are_supported(engine, tmp_path):
@@ -62,8 +70,11 @@ def test_a_statement_asked_with_other_parameters_runs_again(engine):
     ahead.send(_SLEEP, {"s": 0, "x": 1})
     with ahead.connect() as conn:
         assert conn.execute(_SLEEP, {"s": 0, "x": 2}).one() == (0, 2)
-    # the connection of the statement sent went back to the pool, answered
-    assert _pool(engine).checkedout() == 0
+    # the connection of the statement sent was answered and is idle, for the next send
+    assert _busy(engine) == 0
+    ahead = read_ahead.ReadAhead(engine)
+    ahead.send(_SLEEP, {"s": 0, "x": 5})
+    assert _pool(engine).checkedout() == 1  # the idle one again, not a new checkout
 
 
 def test_a_statement_not_sent_runs_on_the_engine(engine):
@@ -108,10 +119,10 @@ def test_a_connection_the_database_killed_is_replaced_and_the_statement_runs(eng
 def test_a_statement_nobody_asks_for_does_not_keep_its_connection(engine):
     ahead = read_ahead.ReadAhead(engine)
     ahead.send(_SLEEP, {"s": 0, "x": 1})
-    assert _pool(engine).checkedout() == 1
+    assert _busy(engine) == 1
     del ahead
     gc.collect()
-    assert _pool(engine).checkedout() == 0
+    assert _pool(engine).checkedout() == 0  # invalidated: never handed out again
     # and the pool hands out working connections afterwards
     ahead = read_ahead.ReadAhead(engine)
     ahead.send(_SLEEP, {"s": 0, "x": 2})
@@ -137,3 +148,54 @@ def test_statements_sent_from_several_threads_get_their_own_answers(engine):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_an_idle_connection_older_than_the_recycle_age_is_closed(engine, monkeypatch):
+    ahead = read_ahead.ReadAhead(engine)
+    ahead.send(_SLEEP, {"s": 0, "x": 1})
+    with ahead.connect() as conn:
+        conn.execute(_SLEEP, {"s": 0, "x": 1})
+    pool = read_ahead._engine_for(engine)
+    [(first, _)] = read_ahead._IDLE[pool]
+    monkeypatch.setattr(read_ahead, "_RECYCLE_SECONDS", 0.0)
+    again = read_ahead.ReadAhead(engine)
+    again.send(_SLEEP, {"s": 0, "x": 2})
+    with again.connect() as conn:
+        assert conn.execute(_SLEEP, {"s": 0, "x": 2}).one() == (0, 2)
+    [(second, _)] = read_ahead._IDLE[pool]
+    assert second is not first and _pool(engine).checkedout() == 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        -7,
+        2**40,
+        "nova-compute",
+        'it\'s \\ "quoted"\n',
+        None,
+        True,
+        1.5,
+        datetime.datetime(2026, 11, 26, 12, 0, 1, 250),
+        datetime.datetime(2026, 11, 26, 12, 0, 1),
+        datetime.date(2026, 11, 26),
+    ],
+)
+def test_values_are_written_as_pymysql_writes_them(engine, value):
+    ahead = read_ahead.ReadAhead(engine)
+    ahead.send(_SLEEP, {"s": 0, "x": 0})
+    pool = read_ahead._engine_for(engine)
+    with ahead.connect() as conn:
+        conn.execute(_SLEEP, {"s": 0, "x": 0})
+    [(raw, _)] = read_ahead._IDLE[pool]
+    pymysql_conn = raw.driver_connection
+    assert read_ahead._sql_literal(pymysql_conn, value) == pymysql_conn.escape(value)
+    # and the database reads it back as the same value
+    back = read_ahead.ReadAhead(engine)
+    stmt = sa.select(sa.bindparam("v", type_=sa.types.NullType()))
+    back.send(stmt, {"v": value})
+    with back.connect() as conn:
+        got = conn.execute(stmt, {"v": value}).one()[0]
+    with engine.connect() as conn:
+        assert got == conn.execute(stmt, {"v": value}).one()[0]

@@ -8,6 +8,7 @@ import pytest
 
 from filters.numa_topology_filter import NUMATopologyFilter
 from scheduler.objects import Flavor, RequestSpec
+from scheduler.request import SchedulingRequest
 from scheduler.resources import numa
 from tests.unit.filters.fakes import make_host, make_spec
 from tests.unit.scheduler.resources.test_numa import (
@@ -204,7 +205,7 @@ def test_host_without_candidates_in_a_placement_request_fails() -> None:
     assert not result and result.reason == "no allocation candidate left"
     # and a host that would not fit says why
     result = FLT.host_passes(host(topology=host_topology(host_cell(0, [0], [], 512))), s)
-    assert not result and result.reason == numa.NODE_MEMORY_TOO_BIG
+    assert not result and result.reason == numa.NOT_ENOUGH_SMALLPAGES
 
 
 def test_pci_numa_affinity_per_placement_candidate() -> None:
@@ -363,3 +364,86 @@ def test_multi_create_consumption_takes_the_pinned_cpus_of_the_first_instance() 
         h, spec(instance_topology(instance_cell(0, [0, 1, 2, 3], 1024, "dedicated")))
     )
     assert not result and result.reason == "no NUMA cell with 4 free pinned CPUs"
+
+
+# -- nova 34's limits: network metadata, cell order ------------------------------------------
+
+
+class _SpecWithNetworks(SchedulingRequest):
+    """A request that carries nova's ``RequestSpec.network_metadata`` (a primitive, as the
+    wire brings it)."""
+
+
+def _network_spec(
+    topology: dict[str, Any], physnets: list[str], tunneled: bool
+) -> _SpecWithNetworks:
+    s = _SpecWithNetworks.of(spec(topology))
+    s.network_metadata = {
+        "nova_object.name": "NetworkMetadata",
+        "nova_object.namespace": "nova",
+        "nova_object.version": "1.0",
+        "nova_object.data": {"physnets": physnets, "tunneled": tunneled},
+    }
+    return s
+
+
+def _cells_with_physnet0_on(cell_id: int, busy: int) -> dict[str, Any]:
+    topo = smt_host(pinned=([2], []) if busy == 0 else ([], [10]))
+    for cell in topo["nova_object.data"]["cells"]:
+        data = cell["nova_object.data"]
+        physnets = ["physnet0"] if data["id"] == cell_id else []
+        data["network_metadata"]["nova_object.data"] = {"physnets": physnets, "tunneled": False}
+    return topo
+
+
+def test_network_metadata_is_decoded_checked_and_recorded_in_the_limit() -> None:
+    one_pinned = instance_topology(instance_cell(0, [0], 1024, "dedicated"))
+    h = host(topology=_cells_with_physnet0_on(0, busy=0))
+    s = _network_spec(one_pinned, ["physnet0"], False)
+    assert FLT.host_passes(h, s)
+    assert s.host_limits[("host1", "host1")]["numa_topology"] == {
+        "cpu_allocation_ratio": 4.0,
+        "ram_allocation_ratio": 1.0,
+        "network_metadata": {"physnets": ["physnet0"], "tunneled": False},
+    }
+    # the cell local to physnet0 has no free pinned CPU left: the other cells do not do
+    full = _cells_with_physnet0_on(0, busy=0)
+    full["nova_object.data"]["cells"][0]["nova_object.data"]["pinned_cpus"] = [2, 3, 6, 7]
+    result = FLT.host_passes(host(topology=full), _network_spec(one_pinned, ["physnet0"], False))
+    assert not result and result.reason == numa.NETWORKS_NOT_LOCAL
+
+
+def test_network_limit_goes_back_to_nova_as_network_metadata() -> None:
+    from scheduler.objects import SchedulerLimits
+    from scheduler.rpc import wire
+
+    s = _network_spec(PINNED_2, ["physnet1"], True)
+    assert FLT.host_passes(host(topology=smt_host()), s)
+    limit = s.host_limits[("host1", "host1")]["numa_topology"]
+    prim = wire.limits_to_primitive(SchedulerLimits(numa_topology=limit))
+    numa_limits = prim["nova_object.data"]["numa_topology"]["nova_object.data"]
+    network = numa_limits["network_metadata"]
+    assert network["nova_object.name"] == "NetworkMetadata"
+    assert network["nova_object.data"] == {"physnets": ["physnet1"], "tunneled": True}
+
+
+def test_packing_strategy_option_orders_the_cells() -> None:
+    from tests.unit.filters.fakes import override
+
+    inst = instance_topology(instance_cell(0, [0], 1024, "dedicated"))
+    # cell 0 has a pinned CPU: spreading takes cell 1, packing cell 0
+    h = host(topology=smt_host(pinned=([2], [])))
+    s = spec(inst)
+    assert FLT.host_passes(h, s)
+    h.consume_from_request(s)
+    assert sorted(len(c.pinned_cpus) for c in numa.host_topology_of(h, h.numa_topology).cells) == [
+        1,
+        1,
+    ]
+    with override("packing_host_numa_cells_allocation_strategy", True, group="compute"):
+        h = host(topology=smt_host(pinned=([2], [])))
+        s = spec(inst)
+        assert FLT.host_passes(h, s)
+        h.consume_from_request(s)
+        cells = numa.host_topology_of(h, h.numa_topology).cells
+        assert [len(c.pinned_cpus) for c in cells] == [2, 0]

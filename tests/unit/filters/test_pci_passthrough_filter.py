@@ -172,3 +172,46 @@ def test_multi_create_consumption_takes_the_devices_of_the_first_instance() -> N
     assert FLT.host_passes(h, s)
     h.consume_from_request(s)
     assert not FLT.host_passes(h, spec(GPU_REQ))
+
+
+# -- as nova 34 decides -----------------------------------------------------------------------
+
+
+def test_the_requests_must_fit_together() -> None:
+    # one GPU and then two more: each alone fits the host's two GPUs, together they do not
+    two = alias_request("gpu", count=2, vendor_id=GPU[0], product_id=GPU[1])
+    assert FLT.host_passes(host(stats=GPU_HOST), spec(two))
+    result = FLT.host_passes(host(stats=GPU_HOST), spec(GPU_REQ, two))
+    assert not result and result.reason == "no PCI device matching alias gpu"
+    # two ports and a VF alias on a host with two VFs
+    two_vfs = pool_list(pool(*NIC, 2, 0, dev_type="type-VF", physical_network="physnet1"))
+    vf = alias_request("vf", vendor_id=NIC[0], product_id=NIC[1])
+    assert FLT.host_passes(host(stats=two_vfs), spec(port_request("physnet1"), vf))
+    ports = [port_request("physnet1", "p1"), port_request("physnet1", "p2")]
+    assert not FLT.host_passes(host(stats=two_vfs), spec(*ports, vf))
+
+
+def test_an_alias_naming_a_resource_class_follows_its_placement_candidates() -> None:
+    stats = pool_list(pool(*GPU, 1, 0, rp_uuid="rp-gpu-0"), pool(*GPU, 1, 1, rp_uuid="rp-gpu-1"))
+    gpu = alias_request("gpu", request_id="r1", resource_class="CUSTOM_A16", traits="CUSTOM_X")
+    s = spec(gpu)
+    on_0 = candidate("host1-uuid", **{"r1-0": ["rp-gpu-0"]})
+    elsewhere = candidate("host1-uuid", **{"r1-0": ["rp-other"]})
+    s.allocation_candidates = {"host1-uuid": [elsewhere, on_0]}
+    assert FLT.host_passes(host(stats=stats), s) is True
+    assert s.allocation_candidates["host1-uuid"] == [on_0]
+
+
+def test_a_port_needs_a_pool_tagged_remote_managed_as_it_asks() -> None:
+    # a type-PCI device on the physnet has no remote_managed tag: nova's port spec says
+    # remote_managed "False", which it does not match
+    untagged = pool_list(pool(*NIC, 2, 0, physical_network="physnet1"))
+    result = FLT.host_passes(host(stats=untagged), spec(port_request("physnet1")))
+    assert not result and result.reason == "no PCI device for a requested port"
+
+
+def test_a_host_without_devices_is_left_with_no_candidate() -> None:
+    s = spec(GPU_REQ)
+    s.allocation_candidates = {"host1-uuid": [candidate("host1-uuid")]}
+    assert not FLT.host_passes(host(stats=None), s)
+    assert s.allocation_candidates["host1-uuid"] == []

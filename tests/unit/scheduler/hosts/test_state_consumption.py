@@ -426,3 +426,26 @@ def test_a_caller_that_never_releases_keeps_a_bounded_record(monkeypatch):
     assert hs.num_instances == 3 + 20 - len(last)
     hs.update_from_row(_row(_advance(1)))
     assert (hs.num_instances, hs.consumptions()) == (3, {})
+
+
+def test_consumption_keeps_the_ports_physnet_numa_affinity():
+    # physnet0 is NUMA-affine to cell 1 only: nova's refit (the limits carry the request's
+    # network metadata) pins the guest there, not on the first cell that fits
+    from tests.unit.scheduler.resources.test_numa import smt_host
+
+    topology = smt_host()
+    for cell in topology["nova_object.data"]["cells"]:
+        data = cell["nova_object.data"]
+        physnets = ["physnet0"] if data["id"] == 1 else []
+        data["network_metadata"]["nova_object.data"] = {"physnets": physnets, "tunneled": False}
+    spec = _pinned()
+    spec.network_metadata = {"physnets": ["physnet0"], "tunneled": False}
+    hs = HostState("h", "h")
+    hs.update_from_row(_row(T0, numa_topology=json.dumps(topology), pci_stats=None))
+
+    hs.consume_from_request(spec, "inst-1")
+
+    pinned = {
+        c.id: c.pinned_cpus for c in numa.host_topology_from_primitive(hs.numa_topology).cells
+    }
+    assert not pinned[0] and len(pinned[1]) == 2

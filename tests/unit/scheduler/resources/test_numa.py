@@ -297,11 +297,16 @@ def test_mixed_policy_with_dedicated_mask() -> None:
         numa.instance_topology_from_request(4, 2048, {"hw:cpu_policy": "mixed"}, {})
 
 
-def test_flavor_wins_over_image_and_image_alone_counts() -> None:
+def test_image_page_size_only_where_the_flavor_leaves_a_choice() -> None:
+    # nova: with "large" or "any" in the flavor, the image picks the size
     topo = numa.instance_topology_from_request(
-        2, 2048, {"hw:mem_page_size": "large"}, {"hw_mem_page_size": "small"}
+        2, 2048, {"hw:mem_page_size": "large"}, {"hw_mem_page_size": "2048"}
     )
-    assert topo is not None and topo.cells[0].pagesize == numa.MEMPAGES_LARGE
+    assert topo is not None and topo.cells[0].pagesize == 2048
+    # an explicit flavor size, or none at all, leaves the image no say
+    for specs in ({"hw:mem_page_size": "small"}, {}):
+        with pytest.raises(numa.InvalidNUMARequest):
+            numa.instance_topology_from_request(2, 2048, specs, {"hw_mem_page_size": "large"})
     topo = numa.instance_topology_from_request(2, 2048, {}, {"hw_cpu_policy": "dedicated"})
     assert topo is not None and topo.cells[0].pcpuset == {0, 1}
 
@@ -414,7 +419,8 @@ def test_pinned_cpus_are_not_overcommitted_by_the_cpu_ratio() -> None:
 
 
 def test_pinned_memory_is_not_overcommitted() -> None:
-    host = host_topology(host_cell(0, [0, 1], [2, 3], 4096, memory_usage=3584))
+    # a cell without page data: its free memory
+    host = host_topology(host_cell(0, [0, 1], [2, 3], 4096, memory_usage=3584, mempages=[]))
     inst = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated"))
     result = fit(host, inst, ram_ratio=2.0)
     assert not result and result.reason == numa.NOT_ENOUGH_CELL_MEMORY
@@ -591,9 +597,9 @@ def test_pci_check_can_veto_an_assignment() -> None:
 
 def test_cells_without_pci_devices_are_preferred() -> None:
     inst = instance_topology(instance_cell(0, [0], 1024))
-    result = fit(smt_host(), inst, pci_numa_nodes={0})
+    result = fit(smt_host(), inst, pci_counts={0: 2})
     assert result and result.cells[0].host_cell_id == 1
-    result = fit(smt_host(), inst, pci_numa_nodes={1})
+    result = fit(smt_host(), inst, pci_counts={1: 1, None: 4})
     assert result and result.cells[0].host_cell_id == 0
 
 
@@ -685,3 +691,307 @@ def test_numa_topology_after_instance_for_multi_create() -> None:
     # no NUMA request: the host is left as it is
     plain = RequestSpec(flavor=Flavor(memory_mb=1024, vcpus=4))
     assert numa.numa_topology_after_instance(raw, plain, 4.0, 1.0) is raw
+
+
+# -- nova 34's rules, each proven against nova by tests/differential/test_numa.py -----------
+
+
+def mixed_cell(
+    cell_id: int,
+    shared: list[int],
+    dedicated: list[int],
+    memory: int,
+    thread_policy: str | None = None,
+) -> dict[str, Any]:
+    cell = instance_cell(cell_id, shared, memory, "mixed", thread_policy)
+    cell["pcpuset"] = dedicated
+    return cell
+
+
+def test_mixed_guest_shared_cpus_count_against_the_cpu_allocation_ratio() -> None:
+    # 2 shared CPUs at ratio 4.0: 8 shared vCPUs fit, all 8 are in use
+    host = host_topology(host_cell(0, [0, 1], [2, 3, 4, 5], 8192, cpu_usage=8))
+    inst = instance_topology(mixed_cell(0, [0], [1, 2], 1024))
+    result = fit(host, inst, cpu_ratio=4.0)
+    assert not result and result.reason == numa.NOT_ENOUGH_CELL_CPUS
+    assert fit(host, inst, cpu_ratio=4.5)
+
+
+def test_mixed_guest_memory_counts_against_the_ram_allocation_ratio() -> None:
+    host = host_topology(host_cell(0, [0, 1], [2, 3, 4, 5], 8192, memory_usage=7680))
+    inst = instance_topology(mixed_cell(0, [0], [1, 2], 1024))
+    result = fit(host, inst, ram_ratio=1.0)
+    assert not result and result.reason == numa.NOT_ENOUGH_CELL_MEMORY
+    assert fit(host, inst, ram_ratio=1.5)
+
+
+def test_pinned_guest_without_page_size_needs_free_small_pages() -> None:
+    # 4 GiB of small pages, 3.5 GiB of them used (the cell's memory_usage says otherwise)
+    host = host_topology(host_cell(0, [0, 1], [2, 3], 4096, mempages=[pages(4, 1048576, 917504)]))
+    pinned = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated"))
+    result = fit(host, pinned)
+    assert not result and result.reason == numa.NOT_ENOUGH_SMALLPAGES
+    # an unpinned guest may overcommit: the small pages in total
+    assert fit(host, instance_topology(instance_cell(0, [0, 1], 1024)))
+    # free small pages are what counts, not memory_usage
+    full = host_topology(
+        host_cell(0, [0, 1], [2, 3], 4096, memory_usage=4096, mempages=[pages(4, 1048576)])
+    )
+    assert fit(full, pinned)
+
+
+def test_require_with_isolated_emulator_thread_takes_any_free_pcpu_for_it() -> None:
+    # one free sibling pair (2, 6) and a lone free thread 3 (its sibling 7 is pinned)
+    host = host_topology(
+        host_cell(0, [0, 4, 1, 5], [2, 6, 3, 7], 8192, siblings=[[0, 4], [1, 5], [2, 6], [3, 7]])
+    )
+    host["nova_object.data"]["cells"][0]["nova_object.data"]["pinned_cpus"] = [7]
+    inst = instance_topology(
+        instance_cell(0, [0, 1], 1024, "dedicated", "require"), emulator="isolate"
+    )
+    result = fit(host, inst)
+    assert result
+    cell = result.cells[0]
+    assert sorted(p for _, p in cell.pinning) == [2, 6]
+    assert cell.reserved == {3}
+
+
+def test_emulator_thread_is_the_first_free_pcpu_in_core_order() -> None:
+    # cores reported in the order (3, 7), (2, 6): nova pins in that order, and the emulator
+    # thread takes the first pCPU the pinning left, wherever it is
+    host = host_topology(host_cell(0, [], [2, 3, 6, 7], 8192, siblings=[[3, 7], [2, 6]]))
+    inst = instance_topology(instance_cell(0, [0], 1024, "dedicated", "prefer"), emulator="isolate")
+    result = fit(host, inst)
+    assert result
+    assert result.cells[0].pinning == ((0, 3),)
+    assert result.cells[0].reserved == {7}
+
+
+def test_mixed_node_without_dedicated_cpus_is_refused_with_isolate() -> None:
+    # node 1 of this mixed guest has only shared vCPUs: nova pins nothing for it and refuses
+    host = host_topology(
+        host_cell(0, [0, 1], [2, 3, 4, 5], 8192), host_cell(1, [6, 7], [8, 9, 10, 11], 8192)
+    )
+    inst = instance_topology(
+        mixed_cell(0, [0], [1], 1024, "isolate"), mixed_cell(1, [2, 3], [], 1024, "isolate")
+    )
+    result = fit(host, inst)
+    assert not result and result.reason == numa.ISOLATE_NO_FREE_CORES
+    # with a dedicated vCPU on each node it fits
+    inst = instance_topology(
+        mixed_cell(0, [0], [1], 1024, "isolate"), mixed_cell(1, [2], [3], 1024, "isolate")
+    )
+    assert fit(host, inst)
+
+
+def test_mixed_first_node_without_dedicated_cpus_cannot_host_the_emulator_thread() -> None:
+    # nova reserves the emulator thread's pCPU next to the first node's pinning: none here
+    inst = instance_topology(
+        mixed_cell(0, [0, 1], [], 1024, "require"),
+        mixed_cell(1, [2], [3], 1024, "require"),
+        emulator="isolate",
+    )
+    result = fit(smt_host(), inst)
+    assert not result and result.reason == numa.REQUIRE_NO_FREE_SIBLINGS
+    inst["emulator_threads_policy"] = None
+    assert fit(smt_host(), inst)
+
+
+def test_a_cpu_without_sibling_data_is_not_pinned() -> None:
+    # pCPU 5 is in no sibling set: nova never pins it (it still counts as free)
+    host = host_topology(host_cell(0, [0], [2, 3, 4, 5], 8192, siblings=[[0], [2], [3], [4]]))
+    assert fit(host, instance_topology(instance_cell(0, [0, 1, 2], 1024, "dedicated")))
+    result = fit(host, instance_topology(instance_cell(0, [0, 1, 2, 3], 1024, "dedicated")))
+    assert not result and result.reason == "no NUMA cell with 4 free pinned CPUs"
+
+
+def _two_cells(busy: int) -> dict[str, Any]:
+    """Two cells, cell ``busy`` with 4 of its 8 GiB and 2 of its CPUs used."""
+    cells = []
+    for cell_id in (0, 1):
+        used = cell_id == busy
+        cells.append(
+            host_cell(
+                cell_id,
+                [cell_id * 4, cell_id * 4 + 1],
+                [cell_id * 4 + 2, cell_id * 4 + 3],
+                8192,
+                cpu_usage=2 if used else 0,
+                memory_usage=4096 if used else 0,
+                pinned=[cell_id * 4 + 2] if used else [],
+            )
+        )
+    return host_topology(*cells)
+
+
+@pytest.mark.parametrize("policy", [None, "dedicated"])
+def test_packing_strategy_fills_the_used_cell_first(policy: str | None) -> None:
+    inst = instance_topology(instance_cell(0, [0], 1024, policy))
+    for busy in (0, 1):
+        spread = fit(_two_cells(busy), inst)
+        assert spread and spread.cells[0].host_cell_id == 1 - busy
+        packed = fit(_two_cells(busy), inst, pack=True)
+        assert packed and packed.cells[0].host_cell_id == busy
+
+
+def test_packing_strategy_is_nova_compute_option() -> None:
+    from tests.unit.filters.fakes import override
+
+    assert numa.packing_strategy() is False
+    with override("packing_host_numa_cells_allocation_strategy", True, group="compute"):
+        assert numa.packing_strategy() is True
+
+
+def test_cells_with_pci_devices_come_first_for_a_pci_request() -> None:
+    inst = instance_topology(instance_cell(0, [0], 1024))
+    # cell 0 is the busier one, but has the devices the request asks for
+    result = fit(_two_cells(busy=0), inst, pci_counts={0: 2, 1: 1}, pci_requested=True)
+    assert result and result.cells[0].host_cell_id == 0
+    result = fit(_two_cells(busy=0), inst, pci_counts={0: 2, 1: 1})
+    assert result and result.cells[0].host_cell_id == 1
+
+
+def _with_networks(raw: dict[str, Any], *affinities: tuple[list[str], bool]) -> dict[str, Any]:
+    for cell, (physnets, tunneled) in zip(
+        raw["nova_object.data"]["cells"], affinities, strict=True
+    ):
+        cell["nova_object.data"]["network_metadata"]["nova_object.data"] = {
+            "physnets": physnets,
+            "tunneled": tunneled,
+        }
+    return raw
+
+
+def _network_fit(raw: dict[str, Any], physnets: list[str], tunneled: bool, **kw: Any):
+    network = numa.NetworkMetadata(frozenset(physnets), tunneled)
+    return numa.fit_instance_to_host(
+        numa.host_topology_from_primitive(raw),
+        numa.instance_topology_from_primitive(instance_topology(instance_cell(0, [0], 1024))),
+        numa.Limits(4.0, 1.0, network),
+        **kw,
+    )
+
+
+def test_physnet_numa_affinity_chooses_the_cell() -> None:
+    # cell 0 is busier (spreading prefers cell 1) but is the one local to physnet0
+    raw = _with_networks(_two_cells(busy=0), (["physnet0"], False), ([], False))
+    result = _network_fit(raw, ["physnet0"], False)
+    assert result and result.cells[0].host_cell_id == 0
+    # a physnet no cell is affine to constrains nothing
+    result = _network_fit(raw, ["physnet9"], False)
+    assert result and result.cells[0].host_cell_id == 1
+    # the affine cell full: refused
+    full = _with_networks(_two_cells(busy=0), (["physnet0"], False), ([], False))
+    full["nova_object.data"]["cells"][0]["nova_object.data"]["memory_usage"] = 8192
+    result = _network_fit(full, ["physnet0"], False)
+    assert not result and result.reason == numa.NETWORKS_NOT_LOCAL
+
+
+def test_tunnel_numa_affinity_chooses_the_cell() -> None:
+    raw = _with_networks(_two_cells(busy=0), ([], True), (["physnet0"], False))
+    result = _network_fit(raw, [], True)
+    assert result and result.cells[0].host_cell_id == 0
+    # physnet0 on cell 1 and the tunnel on cell 0: no single cell has both
+    result = _network_fit(raw, ["physnet0"], True)
+    assert not result and result.reason == numa.NETWORKS_NOT_LOCAL
+
+
+def test_network_metadata_from_its_primitive() -> None:
+    prim = {
+        "nova_object.name": "NetworkMetadata",
+        "nova_object.namespace": "nova",
+        "nova_object.version": "1.0",
+        "nova_object.data": {"physnets": ["physnet1", "physnet0"], "tunneled": True},
+    }
+    expected = numa.NetworkMetadata(frozenset({"physnet0", "physnet1"}), True)
+    assert numa.network_metadata_from_primitive(prim) == expected
+    assert numa.network_metadata_from_primitive(prim["nova_object.data"]) == expected
+    assert numa.network_metadata_from_primitive(json.dumps(prim)) == expected
+    assert numa.network_metadata_from_primitive({"nova_object.data": {}}) == (
+        numa.NetworkMetadata()
+    )
+    assert numa.network_metadata_from_primitive(None) is None
+    limits = numa.Limits(2.0, 1.0, expected)
+    assert limits.to_dict()["network_metadata"] == {
+        "physnets": ["physnet0", "physnet1"],
+        "tunneled": True,
+    }
+    assert "network_metadata" not in numa.Limits(2.0, 1.0).to_dict()
+
+
+def test_consumption_counts_small_pages_of_guests_without_a_page_size() -> None:
+    raw = host_topology(host_cell(0, [0, 1], [2, 3], 4096, mempages=[pages(4, 1048576)]))
+    result = fit(raw, instance_topology(instance_cell(0, [0], 1024)))
+    parsed = numa.host_topology_from_primitive(numa.host_topology_with_usage(raw, result.cells))
+    assert parsed.cells[0].page(4).used == 262144
+
+
+# -- the guest topology from the flavor and image, as nova's numa_get_constraints ----------
+
+
+@pytest.mark.parametrize(
+    ("mask", "dedicated"),
+    [("^0,^1", {2, 3, 4, 5}), ("^1,3", {0, 2, 3, 4, 5}), ("1-2,^2", {1}), ("0-4", {0, 1, 2, 3, 4})],
+)
+def test_dedicated_mask_reads_as_nova_reads_it(mask: str, dedicated: set[int]) -> None:
+    specs = {"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": mask}
+    topo = numa.instance_topology_from_request(6, 2048, specs, {})
+    assert topo is not None and topo.cells[0].pcpuset == dedicated
+
+
+def test_mixed_policy_with_a_realtime_mask() -> None:
+    specs = {"hw:cpu_policy": "mixed", "hw:cpu_realtime": "yes", "hw:cpu_realtime_mask": "^0"}
+    topo = numa.instance_topology_from_request(4, 2048, specs, {})
+    assert topo is not None
+    assert topo.cells[0].cpuset == {0} and topo.cells[0].pcpuset == {1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    "specs",
+    [
+        {"hw:cpu_thread_policy": "prefer"},  # a thread policy needs pinned CPUs
+        {"hw:emulator_threads_policy": "isolate", "hw:numa_nodes": "1"},
+        {"hw:cpu_policy": "dedicated", "hw:cpu_dedicated_mask": "0"},
+        {"hw:cpu_policy": "dedicated", "resources:PCPU": "2"},
+        {"resources:PCPU": "3"},  # not the flavor's 2 vCPUs
+        {"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "isolate",
+         "trait:HW_CPU_HYPERTHREADING": "forbidden"},
+        {"hw:mem_page_size": "2M"},  # oslo.utils needs a B
+    ],
+)  # fmt: skip
+def test_requests_nova_refuses(specs: dict[str, str]) -> None:
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.instance_topology_from_request(2, 2048, specs, {})
+
+
+def test_resources_pcpu_and_hyperthreading_trait_stand_for_the_policies() -> None:
+    specs = {"resources:PCPU": "2", "trait:HW_CPU_HYPERTHREADING": "required"}
+    topo = numa.instance_topology_from_request(2, 2048, specs, {})
+    assert topo is not None
+    assert topo.cells[0].pcpuset == {0, 1} and topo.cells[0].cpu_thread_policy == "require"
+    topo = numa.instance_topology_from_request(2, 2048, {"hw:pmem": "6GB"}, {})
+    assert topo is not None and topo.cells[0].cpuset == {0, 1}
+
+
+def test_page_size_is_tried_as_requested_on_every_cell() -> None:
+    """A deliberate difference (nova's bug): cell 0 has free 2 MiB pages but too few CPUs,
+    cell 1 only free 1 GiB pages. nova picks 2 MiB on cell 0, keeps it in the guest cell when
+    the CPUs fail, asks cell 1 for 2 MiB pages and refuses; the guest asked for ``large``,
+    which cell 1 has."""
+    cells = [
+        host_cell(
+            cell_id,
+            cpus,
+            cpus,
+            8192,
+            mempages=[
+                pages(4, 262144),
+                pages(2048, 512, 512 - free_2m),
+                pages(1048576, 2, 2 - free_1g),
+            ],
+        )
+        for cell_id, cpus, free_2m, free_1g in ((0, [0], 512, 0), (1, [1, 2, 3, 4], 0, 2))
+    ]
+    inst = instance_topology(instance_cell(0, [0, 1], 1024, pagesize=numa.MEMPAGES_LARGE))
+    result = fit(host_topology(*cells), inst, cpu_ratio=1.0)
+    assert result and result.cells[0].host_cell_id == 1 and result.cells[0].pagesize == 1048576

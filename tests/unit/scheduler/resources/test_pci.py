@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
+from scheduler.objects import RequestGroup
 from scheduler.resources import pci
 
 # -- builders of nova-shaped data (also used by the filter tests) ---------------------------
+
+
+NETWORK_DEVICE_TYPES = ("type-VF", "type-PF", "vdpa")
 
 
 def pool(
@@ -17,7 +22,11 @@ def pool(
     numa_node: int | None = 0,
     **tags: str,
 ) -> dict[str, Any]:
-    """A PciDevicePool 1.1 primitive as nova-compute stores it in compute_nodes.pci_stats."""
+    """A PciDevicePool 1.1 primitive as nova-compute stores it in compute_nodes.pci_stats
+    (network devices tagged remote_managed=false unless the device_spec says otherwise)."""
+    tags = {"dev_type": "type-PCI", **tags}
+    if tags["dev_type"] in NETWORK_DEVICE_TYPES:
+        tags.setdefault("remote_managed", "false")
     return {
         "nova_object.name": "PciDevicePool",
         "nova_object.namespace": "nova",
@@ -26,7 +35,7 @@ def pool(
             "product_id": product_id,
             "vendor_id": vendor_id,
             "numa_node": numa_node,
-            "tags": {"dev_type": "type-PCI", **tags},
+            "tags": tags,
             "count": count,
         },
         "nova_object.changes": ["product_id", "vendor_id", "numa_node", "tags", "count"],
@@ -96,10 +105,30 @@ def fleet_pools() -> list[dict[str, Any]]:
 def test_pools_are_flattened_from_the_primitive() -> None:
     pools = fleet_pools()
     assert len(pools) == 4
-    first = pools[0]
-    assert first["vendor_id"] == "8086" and first["numa_node"] == 0 and first["count"] == 4
-    assert first["dev_type"] == "type-VF" and first["physical_network"] == "physnet1"
-    assert "tags" not in first
+    vfs = pools[1]
+    assert vfs["vendor_id"] == "8086" and vfs["numa_node"] == 0 and vfs["count"] == 4
+    assert vfs["dev_type"] == "type-VF" and vfs["physical_network"] == "physnet1"
+    assert vfs["remote_managed"] == "false"
+    assert "tags" not in vfs
+
+
+def test_pools_are_held_in_novas_order_fewest_keys_first() -> None:
+    # nova's PciDeviceStats sorts the pools by their number of keys (a stable sort): that
+    # is the order devices are taken in
+    pools = fleet_pools()
+    assert [(p["vendor_id"], p["dev_type"]) for p in pools] == [
+        ("10de", "type-PCI"),
+        ("8086", "type-VF"),
+        ("8086", "type-VF"),
+        ("8086", "type-PF"),
+    ]
+    assert [p["numa_node"] for p in pools[1:3]] == [0, 1]
+
+
+def test_a_tag_named_like_a_field_wins_as_in_novas_to_dict() -> None:
+    stats = pool_list(pool(*GPU, 1, 0))
+    stats["nova_object.data"]["objects"][0]["nova_object.data"]["tags"]["product_id"] = "1EB9"
+    assert pci.pools_from_stats(stats)[0]["product_id"] == "1EB9"
 
 
 def test_pools_from_other_shapes() -> None:
@@ -176,6 +205,49 @@ def test_pf_pools_only_when_asked_for() -> None:
     assert pci.support_requests(pools, [pf])
 
 
+def test_alias_resource_class_and_traits_are_left_to_placement() -> None:
+    # with PCI in Placement an alias names a resource class and traits; nova does not look
+    # for them in the pools (Placement matched them), it follows the allocation
+    pools = pci.pools_from_stats(
+        pool_list(pool(*GPU, 1, 0, rp_uuid="rp-gpu-0"), pool(*GPU, 1, 1, rp_uuid="rp-gpu-1"))
+    )
+    by_ids = alias_request(
+        "gpu",
+        request_id="r1",
+        vendor_id=GPU[0],
+        product_id=GPU[1],
+        resource_class="CUSTOM_A16",
+        traits="CUSTOM_FAST,CUSTOM_BIG",
+    )
+    assert pci.support_requests(pools, [by_ids], {"r1-0": ["rp-gpu-1"]})
+    assert pci.support_requests(pools, [by_ids])
+    by_class_only = alias_request("gpu", request_id="r1", resource_class="CUSTOM_A16")
+    assert pci.support_requests(pools, [by_class_only], {"r1-0": ["rp-gpu-0"]})
+    # the providers still decide: none of the host's
+    assert not pci.support_requests(pools, [by_class_only], {"r1-0": ["rp-elsewhere"]})
+
+
+def test_remote_managed_matches_as_a_string_and_excludes_as_a_boolean() -> None:
+    # a port's spec says remote_managed "False"/"True": it matches the pool's tag as a
+    # string, case-insensitively; a pool without the tag (a type-PCI device) does not match
+    untagged = pci.pools_from_stats(
+        [{"vendor_id": "8086", "product_id": "1520", "count": 1, "physical_network": "p"}]
+    )
+    assert not pci.support_requests(untagged, [port_request("p")])
+    smartnic = port_request("p")
+    smartnic["spec"][0]["remote_managed"] = "True"
+    spelled_yes = pci.pools_from_stats(
+        pool_list(pool(*NIC, 2, 0, dev_type="type-VF", physical_network="p", remote_managed="yes"))
+    )
+    # "yes" is not "true" for matching, but it is a remote-managed device for the exclusion
+    assert not pci.support_requests(spelled_yes, [smartnic])
+    assert not pci.support_requests(spelled_yes, [port_request("p")])
+    capitals = pci.pools_from_stats(
+        pool_list(pool(*NIC, 2, 0, dev_type="type-VF", physical_network="p", remote_managed="TRUE"))
+    )
+    assert pci.support_requests(capitals, [smartnic])
+
+
 def test_vdpa_and_remote_managed_pools_only_when_asked_for() -> None:
     vdpa = pci.pools_from_stats(pool_list(pool(*NIC, 2, 0, dev_type="vdpa")))
     assert not pci.support_requests(vdpa, [alias_request("nic", vendor_id="8086")])
@@ -189,10 +261,26 @@ def test_vdpa_and_remote_managed_pools_only_when_asked_for() -> None:
     assert pci.support_requests(remote, [smartnic])
 
 
-def test_requests_are_checked_each_on_its_own_as_nova_does() -> None:
-    pools = pci.pools_from_stats(pool_list(pool(*GPU, 1, 0)))
-    one = alias_request("gpu", vendor_id="10de", product_id="1eb8")
+def test_requests_are_applied_one_after_the_other() -> None:
+    # nova applies the requests in turn on a copy of the pools: 1 + 2 devices do not fit a
+    # pool of 2, though each alone does
+    pools = pci.pools_from_stats(pool_list(pool(*GPU, 2, 0)))
+    one = alias_request("gpu", vendor_id=GPU[0], product_id=GPU[1])
+    two = alias_request("gpu", count=2, vendor_id=GPU[0], product_id=GPU[1])
+    assert pci.support_requests(pools, [one]) and pci.support_requests(pools, [two])
+    assert not pci.support_requests(pools, [one, two])
+    assert pci.first_unsupported(pools, [one, two]) is two
     assert pci.support_requests(pools, [one, dict(one)])
+    assert not pci.support_requests(pools, [one, dict(one), dict(one)])
+
+
+def test_two_ports_and_an_alias_share_the_vfs() -> None:
+    pools = pci.pools_from_stats(
+        pool_list(pool(*NIC, 2, 0, dev_type="type-VF", physical_network="physnet1"))
+    )
+    vf = alias_request("vf", vendor_id=NIC[0], product_id=NIC[1])
+    assert pci.support_requests(pools, [port_request("physnet1"), vf])
+    assert not pci.support_requests(pools, [port_request("physnet1")] * 2 + [vf])
 
 
 def test_first_unsupported_and_reasons() -> None:
@@ -242,6 +330,37 @@ def test_numa_policy_socket() -> None:
     assert not pci.support_requests(pools, [gpu], numa_cell_ids=[2], socket_of=sockets)
 
 
+def test_numa_policy_socket_without_socket_information_finds_no_device() -> None:
+    # nova gives up on the socket policy when any host cell reports no socket, even when
+    # the guest's own cells report one; a device without NUMA node never qualifies
+    pools = fleet_pools()
+    gpu = alias_request("gpu", numa_policy="socket", vendor_id="10de", product_id="1eb8")
+    assert pci.support_requests(pools, [gpu], numa_cell_ids=[0], socket_of={0: 0, 1: 0})
+    unknown = {0: 0, 1: 0, 2: None}
+    assert not pci.support_requests(pools, [gpu], numa_cell_ids=[0], socket_of=unknown)
+    assert not pci.support_requests(pools, [gpu], numa_cell_ids=[0], socket_of=None)
+    anywhere = pci.pools_from_stats(pool_list(pool(*GPU, 1, None)))
+    assert not pci.support_requests(anywhere, [gpu], numa_cell_ids=[0], socket_of={0: 0})
+
+
+def test_no_numa_cells_means_no_numa_restriction() -> None:
+    pools = fleet_pools()
+    gpu = alias_request("gpu", numa_policy="required", vendor_id="10de", product_id="1eb8")
+    assert pci.support_requests(pools, [gpu], numa_cell_ids=[])
+    assert pci.support_requests(pools, [gpu], numa_cell_ids=None)
+
+
+def test_live_migratable_when_every_spec_sets_it() -> None:
+    pools = pci.pools_from_stats(
+        pool_list(pool(*GPU, 1, 0, live_migratable="true"), pool(*GPU, 1, 0))
+    )
+    movable = alias_request("gpu", count=2, vendor_id=GPU[0], product_id=GPU[1])
+    assert pci.support_requests(pools, [movable])
+    movable["spec"][0]["live_migratable"] = "true"
+    assert not pci.support_requests(pools, [movable])
+    assert pci.support_requests(pools, [dict(movable, count=1)])
+
+
 # -- PCI in Placement -----------------------------------------------------------------------
 
 
@@ -262,6 +381,30 @@ def test_placement_mapping_restricts_to_allocated_providers() -> None:
     assert pci.support_requests(pools, [gpu2], {"": ["compute-rp"]})
 
 
+def test_providers_of_a_request_as_nova_reads_them() -> None:
+    gpu = alias_request("gpu", request_id="r1", vendor_id=GPU[0], product_id=GPU[1])
+    # each group's first provider, for every group named after the request
+    mapping = {"": ["cn"], "r1-0": ["rp-a", "rp-x"], "r1-1": ["rp-b"], "r2-0": ["rp-c"]}
+    assert pci.rp_uuids_for_request(mapping, gpu) == ["rp-a", "rp-b"]
+    # a port's devices are not tracked in Placement: its QoS group is not a PCI provider
+    port = port_request("physnet1", request_id="r1")
+    assert pci.rp_uuids_for_request({"r1-0": ["rp-a"], "port-uuid-1": ["rp-bw"]}, port) == []
+    # without a mapping (a move's request): the providers its spec recorded
+    recorded = alias_request("gpu", request_id="r1", rp_uuids="rp-a,rp-b", vendor_id=GPU[0])
+    assert pci.rp_uuids_for_request(None, recorded) == ["rp-a", "rp-b"]
+    assert pci.rp_uuids_for_request({}, recorded) == ["rp-a", "rp-b"]
+    assert pci.rp_uuids_for_request({"": ["cn"]}, recorded) == []
+
+
+def test_a_provider_shared_by_two_pools_supports_nothing_placed() -> None:
+    pools = pci.pools_from_stats(
+        pool_list(pool(*GPU, 1, 0, rp_uuid="rp-a"), pool(*NIC, 1, 0, rp_uuid="rp-a"))
+    )
+    gpu = alias_request("gpu", request_id="r1", vendor_id=GPU[0], product_id=GPU[1])
+    assert not pci.support_requests(pools, [gpu], {"r1-0": ["rp-a"]})
+    assert pci.support_requests(pools, [gpu])  # not following Placement: fine
+
+
 def test_placement_signature_groups_candidates() -> None:
     gpu = alias_request("gpu", request_id="r1", vendor_id="10de", product_id="1eb8")
     a = pci.placement_signature({"": ["cn"], "r1-0": ["rp-a"]}, [gpu])
@@ -270,16 +413,99 @@ def test_placement_signature_groups_candidates() -> None:
     assert a == b != c
 
 
+# -- consumption ----------------------------------------------------------------------------
+
+
+def _counts(pools: list[dict[str, Any]]) -> list[tuple[Any, Any, int]]:
+    return [(p["vendor_id"], p["numa_node"], p["count"]) for p in pools]
+
+
 def test_apply_requests_takes_devices_cumulatively() -> None:
     pools = fleet_pools()
     vf = alias_request("vf", count=6, vendor_id="8086", product_id="1520", dev_type="type-VF")
     after = pci.apply_requests(pools, [vf])
-    assert after is not None
-    assert sum(p["count"] for p in after if p.get("dev_type") == "type-VF") == 2
-    assert pools[0]["count"] == 4  # input untouched
-    assert pci.apply_requests(after, [vf]) is None
+    assert after.ok
+    assert sum(p["count"] for p in after.pools if p.get("dev_type") == "type-VF") == 2
+    assert pools[1]["count"] == 4  # input untouched
+    assert not pci.apply_requests(after.pools, [vf]).ok
     gpu = alias_request("gpu", vendor_id="10de", product_id="1eb8")
     after_gpu = pci.apply_requests(pools, [gpu])
-    assert after_gpu is not None and pci.apply_requests(after_gpu, [gpu]) is None
+    assert after_gpu.ok and not pci.apply_requests(after_gpu.pools, [gpu]).ok
     # NUMA-restricted: the cell 0 VFs only
-    assert pci.apply_requests(pools, [dict(vf, count=5, numa_policy="required")], [0]) is None
+    required = dict(vf, count=5, numa_policy="required")
+    assert not pci.apply_requests(pools, [required], numa_cell_ids=[0]).ok
+
+
+def test_consumption_takes_pools_in_novas_order_and_drops_emptied_ones() -> None:
+    # the pool with fewer keys comes first, whatever the compute's order
+    stats = pool_list(
+        pool(*GPU, 2, 1, physical_network="x"),  # 6 keys
+        pool(*GPU, 1, 0),  # 5 keys: taken first
+    )
+    gpu = alias_request("gpu", count=2, vendor_id=GPU[0], product_id=GPU[1])
+    after = pci.apply_requests(pci.pools_from_stats(stats), [gpu])
+    assert after.ok and _counts(after.pools) == [("10de", 1, 1)]
+
+
+def test_preferred_policy_takes_the_local_devices_first() -> None:
+    pools = pci.pools_from_stats(pool_list(pool(*GPU, 1, 0), pool(*GPU, 2, 1)))
+    gpu = alias_request("gpu", count=2, numa_policy="preferred", vendor_id=GPU[0])
+    after = pci.apply_requests(pools, [gpu], numa_cell_ids=[1])
+    assert after.ok and _counts(after.pools) == [("10de", 0, 1)]
+    # legacy takes only local ones, required too
+    legacy = dict(gpu, numa_policy="legacy")
+    assert _counts(pci.apply_requests(pools, [legacy], numa_cell_ids=[1]).pools) == [("10de", 0, 1)]
+    assert not pci.apply_requests(pools, [dict(gpu, count=3, numa_policy="legacy")], None, [1]).ok
+
+
+def test_consumption_follows_the_placement_allocation() -> None:
+    pools = pci.pools_from_stats(
+        pool_list(pool(*GPU, 2, 0, rp_uuid="rp-a"), pool(*GPU, 2, 1, rp_uuid="rp-b"))
+    )
+    gpu = alias_request("gpu", count=2, request_id="r1", vendor_id=GPU[0], product_id=GPU[1])
+    after = pci.apply_requests(pools, [gpu], {"r1-0": ["rp-b"], "r1-1": ["rp-b"]})
+    assert after.ok and _counts(after.pools) == [("10de", 0, 2)]
+    split = pci.apply_requests(pools, [gpu], {"r1-0": ["rp-a"], "r1-1": ["rp-b"]})
+    assert _counts(split.pools) == [("10de", 0, 1), ("10de", 1, 1)]
+
+
+def test_a_failed_consumption_keeps_what_the_requests_before_took() -> None:
+    pools = pci.pools_from_stats(pool_list(pool(*GPU, 2, 0), pool(*NIC, 1, 0)))
+    gpu = alias_request("gpu", count=2, vendor_id=GPU[0], product_id=GPU[1])
+    fpga = alias_request("fpga", vendor_id="1172", product_id="0001")
+    after = pci.apply_requests(pools, [gpu, fpga])
+    assert after.failed is fpga and not after.ok
+    assert _counts(after.pools) == [("8086", 0, 1)]
+
+
+def test_a_pool_reported_empty_is_dropped_when_reached() -> None:
+    # computes report pools they gave away whole with a count of 0; nova drops such a pool
+    # from its list when a request goes through it
+    pools = pci.pools_from_stats(pool_list(pool(*GPU, 0, 0), pool(*GPU, 1, 1)))
+    gpu = alias_request("gpu", vendor_id=GPU[0], product_id=GPU[1])
+    assert _counts(pci.apply_requests(pools, [gpu]).pools) == []
+    nic = alias_request("nic", vendor_id=NIC[0], product_id=NIC[1])
+    assert _counts(pci.apply_requests(pools, [nic]).pools) == [("10de", 0, 0), ("10de", 1, 1)]
+
+
+def test_matching_pools_lists_what_one_request_may_take() -> None:
+    pools = fleet_pools()
+    vf = alias_request("vf", vendor_id=NIC[0], product_id=NIC[1])
+    chosen = pci.matching_pools(pools, vf, numa_cell_ids=[1])
+    assert chosen is not None and [p["numa_node"] for p in chosen] == [1]
+    assert pci.matching_pools(pools, dict(vf, count=9)) is None
+
+
+def test_request_group_mapping_as_novas_request_spec_gives_it() -> None:
+    spec = SimpleNamespace(
+        requested_resources=[
+            RequestGroup(requester_id="r1-0", provider_uuids=["rp-a"]),
+            RequestGroup(requester_id="port-1", provider_uuids=["rp-bw"]),
+        ]
+    )
+    mapping = pci.request_group_mapping(spec)
+    assert mapping == {"r1-0": ["rp-a"], "port-1": ["rp-bw"]}
+    spec.requested_resources[0].provider_uuids.append("changed later")
+    assert mapping["r1-0"] == ["rp-a"]  # a copy
+    assert pci.request_group_mapping(SimpleNamespace(requested_resources=None)) is None
+    assert pci.request_group_mapping(SimpleNamespace(requested_resources=[])) == {}

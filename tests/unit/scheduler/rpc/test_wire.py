@@ -1029,3 +1029,49 @@ def test_num_instances_below_one_is_refused(spec_prim):
     data_of(spec_prim)["num_instances"] = 0
     with pytest.raises(InvalidRequest, match=r"RequestSpec\.num_instances: must be at least 1"):
         wire.request_spec_from_primitive(spec_prim)
+
+
+# -- network metadata (NUMA affinity of the ports' physnets) -----------------------------------
+
+
+def _with_network_metadata(spec_prim: dict, data: dict) -> dict:
+    data_of(spec_prim)["network_metadata"] = {
+        "nova_object.name": "NetworkMetadata",
+        "nova_object.namespace": "nova",
+        "nova_object.version": "1.0",
+        "nova_object.data": data,
+    }
+    return spec_prim
+
+
+def test_network_metadata_is_decoded_and_sent_back_as_nova_sends_it(spec_prim):
+    prim = _with_network_metadata(
+        spec_prim, {"physnets": ["physnet2", "physnet1"], "tunneled": True}
+    )
+
+    spec = wire.request_spec_from_primitive(prim)
+
+    assert spec.network_metadata == {"physnets": ["physnet1", "physnet2"], "tunneled": True}
+    sent = data_of(wire.request_spec_to_primitive(spec))["network_metadata"]
+    assert sent["nova_object.name"] == "NetworkMetadata" and sent["nova_object.version"] == "1.0"
+    assert data_of(sent) == {"physnets": ["physnet1", "physnet2"], "tunneled": True}
+
+
+def test_a_request_without_network_metadata_has_none(spec_prim):
+    data_of(spec_prim).pop("network_metadata", None)
+    spec = wire.request_spec_from_primitive(spec_prim)
+    assert spec.network_metadata is None
+    assert "network_metadata" not in data_of(wire.request_spec_to_primitive(spec))
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"physnets": "physnet1"}, "network_metadata.physnets"),
+        ({"physnets": [1, 2]}, "network_metadata.physnets"),
+        ({"physnets": [], "tunneled": "maybe"}, "network_metadata"),
+    ],
+)
+def test_malformed_network_metadata_is_refused_by_name(spec_prim, data, words):
+    with pytest.raises(InvalidRequest, match=words):
+        wire.request_spec_from_primitive(_with_network_metadata(spec_prim, data))
