@@ -678,15 +678,24 @@ def _translate_pinning(spec: RequestSpec, base: QueryGroup) -> bool:
     return policy == "dedicated"
 
 
+def _valid_flavor_and_image(
+    spec: RequestSpec, key: str, allowed: Sequence[str], what: str
+) -> tuple[Any, Any]:
+    """``_flavor_and_image``, each value set checked against ``allowed``."""
+    flavor_value, image_value = _flavor_and_image(spec, key)
+    for where, value in (("flavor", flavor_value), ("image", image_value)):
+        if value and value not in allowed:
+            raise InvalidRequest(
+                f"Invalid {what} {value!r} in the {where}: allowed values are {', '.join(allowed)}"
+            )
+    return flavor_value, image_value
+
+
 def _cpu_policy(spec: RequestSpec) -> str | None:
     """The flavor's CPU policy, or the image's where the flavor allows it."""
-    flavor_policy, image_policy = _flavor_and_image(spec, "cpu_policy")
-    for where, value in (("flavor", flavor_policy), ("image", image_policy)):
-        if value and value not in _CPU_POLICIES:
-            raise InvalidRequest(
-                f"Invalid CPU policy {value!r} in the {where}: allowed values are "
-                f"{', '.join(_CPU_POLICIES)}"
-            )
+    flavor_policy, image_policy = _valid_flavor_and_image(
+        spec, "cpu_policy", _CPU_POLICIES, "CPU policy"
+    )
     forbidden = {"dedicated": (), "mixed": ("dedicated",), "shared": ("mixed", "dedicated")}
     if flavor_policy in forbidden:
         if image_policy in forbidden[flavor_policy]:
@@ -699,13 +708,9 @@ def _cpu_policy(spec: RequestSpec) -> str | None:
 
 
 def _cpu_thread_policy(spec: RequestSpec) -> str | None:
-    flavor_policy, image_policy = _flavor_and_image(spec, "cpu_thread_policy")
-    for where, value in (("flavor", flavor_policy), ("image", image_policy)):
-        if value and value not in _CPU_THREAD_POLICIES:
-            raise InvalidRequest(
-                f"Invalid CPU thread policy {value!r} in the {where}: allowed values are "
-                f"{', '.join(_CPU_THREAD_POLICIES)}"
-            )
+    flavor_policy, image_policy = _valid_flavor_and_image(
+        spec, "cpu_thread_policy", _CPU_THREAD_POLICIES, "CPU thread policy"
+    )
     if flavor_policy in (None, "prefer"):
         return flavor_policy or image_policy
     if image_policy and image_policy != flavor_policy:

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 from tests.functional.fixtures_nova import ensure_nova_venv
-from tests.hunt import examples  # noqa: F401 - the differential tests take it from here
 
 NOVA_SIDE = Path(__file__).with_name("nova_side")
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from tests.differential.harness import NovaError, examples
+from tests.differential.harness import NovaError
+from tests.hunt import examples
 
 pytestmark = pytest.mark.functional
 

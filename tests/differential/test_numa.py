@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.resources import numa
-from tests.differential.harness import examples
+from tests.hunt import examples
 
 pytestmark = pytest.mark.functional
 

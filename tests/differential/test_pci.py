@@ -38,7 +38,7 @@ from filters.pci_passthrough_filter import PciPassthroughFilter
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestGroup, RequestSpec
 from scheduler.resources import pci
-from tests.differential.harness import examples
+from tests.hunt import examples
 from tests.unit.filters.fakes import make_host, make_spec
 
 pytestmark = pytest.mark.functional

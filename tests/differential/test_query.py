@@ -50,7 +50,7 @@ from scheduler.placement import prefilters
 from scheduler.placement.query import build_queries
 from scheduler.request import SchedulingRequest
 from scheduler.rpc import wire
-from tests.differential.harness import examples
+from tests.hunt import examples
 
 pytestmark = pytest.mark.functional
 

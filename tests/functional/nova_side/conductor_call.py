@@ -12,31 +12,15 @@ import uuid
 
 def main() -> int:
     args = json.loads(sys.argv[1])
-    from nova_setup import init_nova
+    from nova_setup import init_nova, nova_context, nova_flavor
 
     init_nova(args, long_rpc_timeout=(None, 60))
-    from nova import context, exception, objects
+    from nova import exception, objects
     from nova.scheduler import rpcapi
 
-    ctx = context.RequestContext(
-        user_id=args["user_id"], project_id=args["project_id"], request_id=args["request_id"]
-    )
-    flavor = objects.Flavor(
-        id=1,
-        flavorid="42",
-        name=args["flavor"]["name"],
-        vcpus=args["flavor"]["vcpus"],
-        memory_mb=args["flavor"]["memory_mb"],
-        root_gb=args["flavor"]["root_gb"],
-        ephemeral_gb=0,
-        swap=0,
-        rxtx_factor=1.0,
-        vcpu_weight=0,
-        disabled=False,
-        is_public=True,
-        extra_specs={},
-        description=None,
-    )
+    ctx = nova_context(args)
+    wanted = args["flavor"]
+    flavor = nova_flavor(wanted["name"], wanted["vcpus"], wanted["memory_mb"], wanted["root_gb"])
     instance_uuids = [str(uuid.uuid4()) for _ in range(args["count"])]
     group = None
     if args.get("anti_affinity"):

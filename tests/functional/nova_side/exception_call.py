@@ -12,33 +12,16 @@ import sys
 
 def main() -> int:
     args = json.loads(sys.argv[1])
-    from nova_setup import init_nova
+    from nova_setup import init_nova, nova_context, nova_flavor
 
     init_nova(args, long_rpc_timeout=(None, 60))
     import oslo_messaging as messaging
-    from nova import context, exception, objects
+    from nova import exception, objects
     from nova.compute import utils as compute_utils
     from nova.scheduler import rpcapi
 
-    ctx = context.RequestContext(
-        user_id=args["user_id"], project_id=args["project_id"], request_id=args["request_id"]
-    )
-    flavor = objects.Flavor(
-        id=1,
-        flavorid="42",
-        name=args["flavor_name"],
-        vcpus=1,
-        memory_mb=512,
-        root_gb=1,
-        ephemeral_gb=0,
-        swap=0,
-        rxtx_factor=1.0,
-        vcpu_weight=0,
-        disabled=False,
-        is_public=True,
-        extra_specs={},
-        description=None,
-    )
+    ctx = nova_context(args)
+    flavor = nova_flavor(args["flavor_name"])
     instance_uuids = args["instance_uuids"]
     spec = objects.RequestSpec.from_components(
         ctx,

@@ -23,3 +23,34 @@ def init_nova(args: dict[str, Any], **overrides: Any) -> Any:
     rpc.init(conf)
     objects.register_all()
     return conf
+
+
+def nova_context(args: dict[str, Any]) -> Any:
+    """nova's RequestContext of the test's user, project and request id."""
+    from nova import context
+
+    return context.RequestContext(
+        user_id=args["user_id"], project_id=args["project_id"], request_id=args["request_id"]
+    )
+
+
+def nova_flavor(name: str, vcpus: int = 1, memory_mb: int = 512, root_gb: int = 1) -> Any:
+    """A nova Flavor as nova-api loads one (no extra specs)."""
+    from nova import objects
+
+    return objects.Flavor(
+        id=1,
+        flavorid="42",
+        name=name,
+        vcpus=vcpus,
+        memory_mb=memory_mb,
+        root_gb=root_gb,
+        ephemeral_gb=0,
+        swap=0,
+        rxtx_factor=1.0,
+        vcpu_weight=0,
+        disabled=False,
+        is_public=True,
+        extra_specs={},
+        description=None,
+    )
