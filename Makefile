@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint sample-config clean
+.PHONY: demo test unit lint sample-config clean
 
 $(STAMP): setup.cfg pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -23,6 +23,10 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -q -p no:cacheprovider tests
+
+# the contributor's loop: every unit test, on two processes, no service needed
+unit: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m unit tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -51,7 +51,7 @@ from typing import Any
 from oslo_messaging import transport as om_transport
 
 import db
-from benchmarks import placement_seed
+from benchmarks import cpus, placement_seed
 from benchmarks.report import cpu_by_group, judge, percentile, table, target_verdicts
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
@@ -320,6 +320,8 @@ def measure(
     in ``run.stale``."""
     spec_project = cloud.fleet.spec.project_id
     spec_user = cloud.fleet.spec.user_id
+    # --split-cpus: the service's threads and Placement's workers started since are pinned too
+    cpus.apply_active()
     observed: list[dict[str, float]] = []
     FilterScheduler.timing_observer = observed.append
     run = Run()
@@ -454,6 +456,8 @@ def run(sizes: list[int], repeats: int, out: dict, *, sources: tuple[str, ...] =
     returned; it holds the rows measured so far if a later size fails)."""
     placement_seed.require_rabbit()
     result = out
+    if cpus.ACTIVE is not None:
+        result["split_cpus"] = cpus.apply_active()
     result.update(
         {
             "section": "e2e",
@@ -653,6 +657,20 @@ def format_table(result: dict) -> str:
             + ", ".join(f"{ms:+.1f} ms at {hosts:,} hosts" for hosts, ms in sorted(cost.items()))
             + "; client p50 (the claim's latency included): "
             + ", ".join(f"{ms:+.1f} ms" for _, ms in sorted(client.items()))
+        )
+    split = result.get("split_cpus")
+    text.append("")
+    if split:
+        text.append(
+            "CPUs split (--split-cpus): the scheduler and its client on "
+            f"{split['scheduler_cpus']}, "
+            f"{', '.join(split['servers']) or 'no database server'} and Placement on "
+            f"{split['other_cpus']}"
+        )
+    else:
+        text.append(
+            "CPUs shared: the scheduler, Placement and the database servers run on the same "
+            "CPUs (--split-cpus keeps the scheduler apart)"
         )
     verdicts = target_verdicts(result)
     if verdicts:

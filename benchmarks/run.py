@@ -140,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RESULTS.json",
         help="run nothing: draw the --plot picture from a file written by --json",
     )
+    parser.add_argument(
+        "--split-cpus",
+        action="store_true",
+        help="e2e: the scheduler on the first CPU, the database servers and Placement on the "
+        "others, as when they run on other hardware (needs the right to set the database "
+        "server's CPU affinity; its masks are put back after the run)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print progress")
     return parser
 
@@ -365,6 +372,35 @@ def _environment() -> dict[str, Any]:
     }
 
 
+def _run_sections(args: argparse.Namespace, results: dict[str, Any], progress: Any) -> bool:
+    """Run and print each section asked for into ``results``; True if one failed."""
+    failed = False
+    for name in args.sections:
+        sizes = sizes_for(name, args.sizes, args.quick)
+        repeats = args.repeats or (QUICK_REPEATS if args.quick else DEFAULT_REPEATS)[name]
+        print(f"\n== {HEADINGS[name]}", flush=True)
+        try:
+            result = run_section(name, sizes, repeats, progress, args.quiet_seconds)
+        except Exception as exc:  # one broken section must not hide the others
+            logging.getLogger(__name__).exception("Section %s failed", name)
+            result = {"available": True, "error": f"{type(exc).__name__}: {exc}"}
+            failed = True
+        results["sections"][name] = result
+        if result.get("available") is False:
+            print(f"   section unavailable: {result['reason']}")
+        elif "error" in result:
+            print(f"   section failed: {result['error']}")
+        else:
+            module = _section_module(name)
+            # a section module may bring its own table, with its targets (e2e and throughput)
+            own = getattr(module, "format_table", None)
+            print((own or FORMATTERS[name])(result), flush=True)
+            verdicts = "" if own is not None else target_verdicts(result)
+            if verdicts:
+                print(verdicts, flush=True)
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -399,30 +435,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  .. {message}", file=sys.stderr, flush=True)
 
     results: dict[str, Any] = {"environment": _environment(), "sections": {}}
-    failed = False
-    for name in args.sections:
-        sizes = sizes_for(name, args.sizes, args.quick)
-        repeats = args.repeats or (QUICK_REPEATS if args.quick else DEFAULT_REPEATS)[name]
-        print(f"\n== {HEADINGS[name]}", flush=True)
+    if args.split_cpus:
+        from benchmarks import cpus
+
         try:
-            result = run_section(name, sizes, repeats, progress, args.quiet_seconds)
-        except Exception as exc:  # one broken section must not hide the others
-            logging.getLogger(__name__).exception("Section %s failed", name)
-            result = {"available": True, "error": f"{type(exc).__name__}: {exc}"}
-            failed = True
-        results["sections"][name] = result
-        if result.get("available") is False:
-            print(f"   section unavailable: {result['reason']}")
-        elif "error" in result:
-            print(f"   section failed: {result['error']}")
-        else:
-            module = _section_module(name)
-            # a section module may bring its own table, with its targets (e2e and throughput)
-            own = getattr(module, "format_table", None)
-            print((own or FORMATTERS[name])(result), flush=True)
-            verdicts = "" if own is not None else target_verdicts(result)
-            if verdicts:
-                print(verdicts, flush=True)
+            cpus.ACTIVE = cpus.CpuSplit()
+            results["environment"]["split_cpus"] = cpus.ACTIVE.apply()
+        except cpus.CpuSplitError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    try:
+        failed = _run_sections(args, results, progress)
+    finally:
+        if args.split_cpus:
+            cpus.ACTIVE.restore()
+            cpus.ACTIVE = None
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(results, fh, indent=2, default=str)

@@ -1,22 +1,34 @@
 """Host filters: the plugin contract.
 
-A filter is one small class with nova's method names::
+A filter is one small class with two methods, in the spirit of kube-scheduler's
+PreFilter/Filter::
 
-    class MyFilter(BaseHostFilter):
-        \"\"\"Passes hosts that ... (one sentence an operator understands).\"\"\"
+    class LocalDiskFilter(BaseHostFilter):
+        \"\"\"Passes hosts with room for the flavor's disk (one sentence an operator reads).\"\"\"
 
-        def host_passes(self, host_state, spec_obj):
-            if something_wrong:
-                return Reject("why, in a few words")
+        def prepare(self, spec_obj):
+            # once per request (and per instance of a multi-create): what every host is
+            # checked against; PASS_ALL when the request asks nothing of this filter
+            return spec_obj.flavor.root_gb * 1024
+
+        def check(self, host_state, wanted_mb):
+            # once per host: True, or a Reject that says why
+            if host_state.free_disk_mb < wanted_mb:
+                return Reject("not enough local disk")
             return True
 
-``host_passes`` may return a plain bool (a nova filter copied as is works) or a ``Reject``,
-which is falsy and carries the reason shown in NoValidHost and ``explain``. Built-in filters
-may override ``filter_hosts`` with a batch implementation, and may add
-``filter_rows(table, rows, spec_obj)``, which decides over the host manager's columns
-(``scheduler/hosts/table.py``) and returns a ``RowOutcome``, or None to let the handler use
-``filter_hosts``. Both must give the same answer as the per-host path. Filters never do I/O:
-they see only the request and the HostStates.
+``prepare`` defaults to handing the request itself to ``check``. ``check`` may return a
+plain bool or a ``Reject``, which is falsy and carries the reason shown in NoValidHost and
+``explain``. A filter whose answer depends only on the host's aggregates says so with
+``per_aggregates = True``: the handler then checks one host per distinct set of aggregates
+and gives the others the same answer. nova's own method, ``host_passes(host_state,
+spec_obj)``, is ``check(host_state, prepare(spec_obj))``; a filter written with
+``host_passes`` alone, as nova writes them, works as is.
+
+Filters never do I/O: they see only the request and the HostStates. A few hot built-in
+filters also decide over the host manager's columns (``filter_rows``); they declare it
+with ``@column_path``, which only the class it decorates uses (a subclass is checked host by
+host through its own ``check``). Both paths must give the same answer.
 """
 
 from __future__ import annotations
@@ -81,26 +93,76 @@ class RowOutcome:
     codes: Any = None  # numpy integer array, one per row, or None
 
 
+# ``prepare``'s answer when the request asks nothing of the filter: every host passes
+# unchecked (e.g. no availability zone asked for)
+PASS_ALL: Any = type("PassAll", (), {"__repr__": lambda self: "PASS_ALL"})()
+
+
 class BaseHostFilter:
-    """Base class for host filters."""
+    """Base class for host filters: write ``check`` (and ``prepare`` when the request needs
+    work once, not per host)."""
 
     # Run on rebuild (the `_nova_check_type: rebuild` hint)? nova's default: no.
     RUN_ON_REBUILD = False
     # Run only for the first instance of a multi-create request?
     run_filter_once_per_request = False
-    # Reason given for hosts removed by a host_passes that returned a plain False.
+    # Reason given for hosts removed by a check that returned a plain False.
     default_reason = "rejected"
+    # Whether check's answer depends on nothing of the host but its aggregates.
+    per_aggregates = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        for old in ("filter_hosts", "filter_all"):
+            if old in vars(cls):
+                raise TypeError(
+                    f"{name} defines {old}(), which novasched filters no longer have: put "
+                    "the per-request work in prepare(spec_obj) and the per-host decision in "
+                    "check(host_state, prepared) (see docs/plugins.md)"
+                )
+        own = vars(cls)
+        if "host_passes" in own and "check" not in own and cls.check is not BaseHostFilter.check:
+            # the filter it extends decides in check: a host_passes here would never be asked
+            raise TypeError(
+                f"{name} overrides host_passes() of a filter that decides in check(): "
+                "override check(host_state, prepared) (and prepare(spec_obj)) instead"
+            )
 
     @property
     def name(self) -> str:
         return type(self).__name__
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        raise NotImplementedError
+    def prepare(self, spec_obj: Any) -> Any:
+        """What ``check`` gets for every host of this request: by default the request."""
+        return spec_obj
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        """Apply ``host_passes`` to each host. Subclasses may override with a batch version."""
-        host_passes = self.host_passes
-        return FilterOutcome.partition(
-            host_states, lambda host: host_passes(host, spec_obj), self.default_reason
-        )
+    def check(self, host_state: Any, prepared: Any) -> bool | Reject:
+        """Whether ``host_state`` passes: True, or a ``Reject`` (or False)."""
+        return self.host_passes(host_state, prepared)
+
+    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+        """nova's method: one host, one request."""
+        if type(self).check is BaseHostFilter.check:
+            raise NotImplementedError(f"{self.name} must define check() (or host_passes())")
+        prepared = self.prepare(spec_obj)
+        if prepared is PASS_ALL:
+            return True
+        return self.check(host_state, prepared)
+
+
+def column_path(cls: type) -> type:
+    """Declare that ``cls``'s ``filter_rows(table, rows, spec_obj)`` decides as its
+    ``check`` does, over the host manager's columns (``scheduler/hosts/table.py``); it
+    returns a ``RowOutcome``, or None to let the handler check the hosts. Only ``cls``
+    itself is run that way: a subclass may check otherwise."""
+    cls.__column_path__ = cls
+    return cls
+
+
+def rows_method(filter_: Any) -> Any:
+    """The declared column path of ``filter_``'s own class, or None."""
+    cls = type(filter_)
+    if getattr(cls, "__column_path__", None) is not cls:
+        return None
+    return filter_.filter_rows

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome
+from filters import PASS_ALL, BaseHostFilter, Reject, RowOutcome, column_path
 
 LOG = logging.getLogger(__name__)
 
@@ -26,6 +25,7 @@ def _max_server_per_host(group: Any) -> int:
         return 1
 
 
+@column_path
 class ServerGroupAntiAffinityFilter(BaseHostFilter):
     """Passes hosts that hold fewer members of the request's anti-affinity server group
     than the group's ``max_server_per_host`` rule allows (default 1)."""
@@ -35,47 +35,41 @@ class ServerGroupAntiAffinityFilter(BaseHostFilter):
     run_filter_once_per_request = False
     policy_name = "anti-affinity"
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        outcome = self.filter_hosts([host_state], spec_obj)
-        return True if outcome.passed else GROUP_MEMBERS_ON_HOST
-
     def filter_rows(self, table: Any, rows: Any, spec_obj: Any) -> RowOutcome | None:
         group = getattr(spec_obj, "instance_group", None)
         if group is None or getattr(group, "policy", None) != self.policy_name:
             return RowOutcome(np.ones(len(rows), dtype=bool), [""])
         return None  # the hosts' instances decide: per host
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+    def prepare(self, spec_obj: Any) -> Any:
         group = getattr(spec_obj, "instance_group", None)
         if group is None or getattr(group, "policy", None) != self.policy_name:
-            return FilterOutcome(passed=list(host_states))
-        instance_uuid = getattr(spec_obj, "instance_uuid", None)
-        members = set(getattr(group, "members", None) or ())
-        limit = _max_server_per_host(group)
-        debug = LOG.isEnabledFor(logging.DEBUG)
-        outcome = FilterOutcome()
-        disjoint = members.isdisjoint
-        for host in host_states:
-            instances = host.instances or {}
-            # a move may check the host the instance is on already: it must stay eligible
-            if instance_uuid is not None and instance_uuid in instances:
-                outcome.passed.append(host)
-                continue
-            # most hosts hold no member: no intersection set built for them
-            on_host = 0 if disjoint(instances) else len(members.intersection(instances))
-            if debug:
-                LOG.debug(
-                    "Group anti-affinity: check if the number of servers from group %(uuid)s "
-                    "on host %(host)s is less than %(max)s.",
-                    {"uuid": getattr(group, "uuid", "n/a"), "host": host.host, "max": limit},
-                )
-            if on_host < limit:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, GROUP_MEMBERS_ON_HOST.reason))
-        return outcome
+            return PASS_ALL
+        return (
+            getattr(spec_obj, "instance_uuid", None),
+            set(getattr(group, "members", None) or ()),
+            _max_server_per_host(group),
+            getattr(group, "uuid", "n/a"),
+        )
+
+    def check(self, host_state: Any, prepared: Any) -> bool | Reject:
+        instance_uuid, members, limit, group_uuid = prepared
+        instances = host_state.instances or {}
+        # a move may check the host the instance is on already: it must stay eligible
+        if instance_uuid is not None and instance_uuid in instances:
+            return True
+        # most hosts hold no member: no intersection set built for them
+        on_host = 0 if members.isdisjoint(instances) else len(members.intersection(instances))
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(
+                "Group anti-affinity: check if the number of servers from group %(uuid)s "
+                "on host %(host)s is less than %(max)s.",
+                {"uuid": group_uuid, "host": host_state.host, "max": limit},
+            )
+        return True if on_host < limit else GROUP_MEMBERS_ON_HOST
 
 
+@column_path
 class ServerGroupAffinityFilter(BaseHostFilter):
     """Passes, for an affinity server group that already has hosts, only those hosts."""
 
@@ -83,10 +77,6 @@ class ServerGroupAffinityFilter(BaseHostFilter):
     # the group's hosts grow as instances of the same request are placed
     run_filter_once_per_request = False
     policy_name = "affinity"
-
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        outcome = self.filter_hosts([host_state], spec_obj)
-        return True if outcome.passed else NOT_GROUP_HOST
 
     def filter_rows(self, table: Any, rows: Any, spec_obj: Any) -> RowOutcome | None:
         group = getattr(spec_obj, "instance_group", None)
@@ -96,22 +86,20 @@ class ServerGroupAffinityFilter(BaseHostFilter):
             return RowOutcome(np.ones(len(rows), dtype=bool), [""])
         return None  # few hosts to keep: per host
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+    def prepare(self, spec_obj: Any) -> Any:
         group = getattr(spec_obj, "instance_group", None)
         policies = (getattr(group, "policies", None) or []) if group is not None else []
         group_hosts = (getattr(group, "hosts", None) or []) if group is not None else []
         if self.policy_name not in policies or not group_hosts:
-            return FilterOutcome(passed=list(host_states))
+            return PASS_ALL
         allowed = set(group_hosts)
+        # one line per request (nova logs one per host)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(
                 "Group affinity: check if hosts are in group %(uuid)s hosts %(hosts)s",
                 {"uuid": getattr(group, "uuid", "n/a"), "hosts": sorted(allowed)},
             )
-        outcome = FilterOutcome()
-        for host in host_states:
-            if host.host in allowed:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, NOT_GROUP_HOST.reason))
-        return outcome
+        return allowed
+
+    def check(self, host_state: Any, allowed: Any) -> bool | Reject:
+        return True if host_state.host in allowed else NOT_GROUP_HOST

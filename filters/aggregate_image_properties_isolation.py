@@ -4,12 +4,11 @@ host's aggregates list under the same key."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 from scheduler.conf import CONF
-from scheduler.hosts.aggregates import aggregate_metadata_get_by_host, per_aggregate_set
+from scheduler.hosts.aggregates import aggregate_metadata_get_by_host
 
 LOG = logging.getLogger(__name__)
 
@@ -33,6 +32,8 @@ class AggregateImagePropertiesIsolation(BaseHostFilter):
     RUN_ON_REBUILD = True
     # the image and the aggregates do not change within a request
     run_filter_once_per_request = True
+    # the answer depends only on the host's aggregates: checked once per set of aggregates
+    per_aggregates = True
 
     def __init__(self) -> None:
         group = CONF.filter_scheduler
@@ -47,23 +48,16 @@ class AggregateImagePropertiesIsolation(BaseHostFilter):
                     option,
                 )
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        return self._check(host_state, _image_props(spec_obj), _key_filter())
-
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+    def prepare(self, spec_obj: Any) -> Any:
+        """The image's properties and the key prefix; PASS_ALL when the image sets none."""
         props = _image_props(spec_obj)
-        prefix = _key_filter()
-        outcome = FilterOutcome()
         if not props:
-            outcome.passed.extend(host_states)
-            return outcome
-        # the answer depends only on the host's aggregates: once per set of aggregates
-        check = per_aggregate_set(lambda host: self._check(host, props, prefix))
-        return FilterOutcome.partition(host_states, check)
+            return PASS_ALL
+        return props, _key_filter()
 
-    @staticmethod
-    def _check(host_state: Any, props: dict[str, Any], prefix: str | None) -> bool | Reject:
-        if not props or not host_state.aggregates:
+    def check(self, host_state: Any, prepared: tuple[dict[str, Any], str | None]) -> bool | Reject:
+        props, prefix = prepared
+        if not host_state.aggregates:
             return True
         for key, allowed in aggregate_metadata_get_by_host(host_state).items():
             if prefix is not None and not key.startswith(prefix):

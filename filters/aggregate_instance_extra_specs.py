@@ -4,12 +4,11 @@ the host's aggregates."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 from filters.extra_specs_ops import match
-from scheduler.hosts.aggregates import aggregate_metadata_get_by_host, per_aggregate_set
+from scheduler.hosts.aggregates import aggregate_metadata_get_by_host
 
 LOG = logging.getLogger(__name__)
 
@@ -45,24 +44,14 @@ class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
     RUN_ON_REBUILD = False
     # the flavor and the aggregates do not change within a request
     run_filter_once_per_request = True
+    # the answer depends only on the host's aggregates: checked once per set of aggregates
+    per_aggregates = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        return self._check(host_state, _requirements(spec_obj))
+    def prepare(self, spec_obj: Any) -> Any:
+        """The (aggregate key, requirement) pairs to check; PASS_ALL when there are none."""
+        return _requirements(spec_obj) or PASS_ALL
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        wanted = _requirements(spec_obj)
-        outcome = FilterOutcome()
-        if not wanted:
-            outcome.passed.extend(host_states)
-            return outcome
-        # the answer depends only on the host's aggregates: once per set of aggregates
-        check = per_aggregate_set(lambda host: self._check(host, wanted))
-        return FilterOutcome.partition(host_states, check)
-
-    @staticmethod
-    def _check(host_state: Any, wanted: list[tuple[str, str]]) -> bool | Reject:
-        if not wanted:
-            return True
+    def check(self, host_state: Any, wanted: list[tuple[str, str]]) -> bool | Reject:
         metadata = aggregate_metadata_get_by_host(host_state)
         for key, req in wanted:
             values = metadata.get(key)

@@ -4,11 +4,9 @@ the projects they list."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
-from scheduler.hosts.aggregates import per_aggregate_set
+from filters import BaseHostFilter, Reject
 
 LOG = logging.getLogger(__name__)
 
@@ -36,18 +34,14 @@ class AggregateMultiTenancyIsolation(BaseHostFilter):
     RUN_ON_REBUILD = False
     # the project and the aggregates do not change within a request
     run_filter_once_per_request = True
+    # the answer depends only on the host's aggregates: checked once per set of aggregates
+    per_aggregates = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        return self._check(host_state, getattr(spec_obj, "project_id", None))
+    def prepare(self, spec_obj: Any) -> str | None:
+        """The request's project."""
+        return getattr(spec_obj, "project_id", None)
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        project_id = getattr(spec_obj, "project_id", None)
-        # the answer depends only on the host's aggregates: once per set of aggregates
-        check = per_aggregate_set(lambda host: self._check(host, project_id))
-        return FilterOutcome.partition(host_states, check)
-
-    @staticmethod
-    def _check(host_state: Any, project_id: str | None) -> bool | Reject:
+    def check(self, host_state: Any, project_id: str | None) -> bool | Reject:
         if not host_state.aggregates:
             return True
         projects = allowed_projects(host_state)

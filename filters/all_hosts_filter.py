@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome
+from filters import PASS_ALL, BaseHostFilter
 
 
 class AllHostsFilter(BaseHostFilter):
@@ -15,8 +14,8 @@ class AllHostsFilter(BaseHostFilter):
     # nothing about a host changes within a request
     run_filter_once_per_request = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
-        return True
+    def prepare(self, spec_obj: Any) -> Any:
+        return PASS_ALL
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        return FilterOutcome(passed=list(host_states))
+    def check(self, host_state: Any, prepared: Any) -> bool:
+        return True

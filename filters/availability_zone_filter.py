@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from filters import BaseHostFilter, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 from scheduler.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -42,12 +42,14 @@ class AvailabilityZoneFilter(BaseHostFilter):
     RUN_ON_REBUILD = False
     # availability zones do not change within a request
     run_filter_once_per_request = True
+    # a host's zones are those of its aggregates: checked once per set of aggregates
+    per_aggregates = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        requested = spec_obj.availability_zone
-        if not requested:
-            return True
+    def prepare(self, spec_obj: Any) -> Any:
+        """The requested zone; PASS_ALL when the request names none."""
+        return spec_obj.availability_zone or PASS_ALL
 
+    def check(self, host_state: Any, requested: str) -> bool | Reject:
         zones = host_zones(host_state)
         if zones is None:
             zones = {CONF.default_availability_zone}

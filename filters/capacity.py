@@ -58,8 +58,12 @@ class CapacityFilter(BaseHostFilter):
             return aggregate_override(host_state, self.ratio, ratio, float)
         return ratio
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        requested = self.requested(spec_obj)
+    def prepare(self, spec_obj: Any) -> tuple[Any, Any]:
+        """The request (the limit is recorded on it) and the amount it asks for."""
+        return spec_obj, self.requested(spec_obj)
+
+    def check(self, host_state: Any, prepared: tuple[Any, Any]) -> bool | Reject:
+        spec_obj, requested = prepared
         total = getattr(host_state, self.total_attr) * self.unit
         if total < requested:
             return self._larger_than_host(host_state, requested, total)

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome, extra_specs_ops
+from filters import (
+    PASS_ALL,
+    BaseHostFilter,
+    Reject,
+    RowOutcome,
+    column_path,
+    extra_specs_ops,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -61,7 +67,7 @@ def _checks(spec_obj: Any) -> list[_Check]:
 
 
 def _decode(text: str, decoded: dict[str, Any]) -> Any:
-    """json.loads, memoised for one batch: hosts of a fleet mostly share their cpu_info."""
+    """json.loads, memoised for one request: hosts of a fleet mostly share their cpu_info."""
     try:
         return decoded[text]
     except KeyError:
@@ -133,6 +139,7 @@ def _stat_verdict(value: Any, check: _Check) -> int:
     return 0 if extra_specs_ops.match(str(value), check.req) else 2
 
 
+@column_path
 class ComputeCapabilitiesFilter(BaseHostFilter):
     """Passes hosts whose reported capabilities satisfy the flavor's ``capabilities:``
     extra specs (and unscoped keys naming a host attribute or stat)."""
@@ -141,8 +148,20 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
     # capabilities do not change within a request
     run_filter_once_per_request = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        result = _failure(host_state, _checks(spec_obj), {})
+    def prepare(self, spec_obj: Any) -> Any:
+        """The flavor's checks, parsed once, and a memo of the JSON decoded on the way
+        (shared by the hosts of the request); PASS_ALL when no extra spec is ours."""
+        checks = _checks(spec_obj)
+        if not checks:
+            return PASS_ALL
+        decoded: dict[str, Any] = {}
+        return checks, decoded
+
+    def check(
+        self, host_state: Any, prepared: tuple[list[_Check], dict[str, Any]]
+    ) -> bool | Reject:
+        checks, decoded = prepared
+        result = _failure(host_state, checks, decoded)
         if result is None:
             return True
         if LOG.isEnabledFor(logging.DEBUG):
@@ -193,23 +212,3 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
             per_row = np.where(failed, 2 * i + verdict - 1, per_row)
             keep &= ~failed
         return RowOutcome(keep, reasons, per_row)
-
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        checks = _checks(spec_obj)
-        if not checks:
-            return FilterOutcome(passed=list(host_states))
-        debug = LOG.isEnabledFor(logging.DEBUG)
-        decoded: dict[str, Any] = {}
-        outcome = FilterOutcome()
-        for host in host_states:
-            result = _failure(host, checks, decoded)
-            if result is None:
-                outcome.passed.append(host)
-                continue
-            if debug:
-                LOG.debug(
-                    "%(host_state)s fails instance_type extra_specs requirements: %(reason)s",
-                    {"host_state": host, "reason": result.reason},
-                )
-            outcome.rejected.append((host, result.reason))
-        return outcome

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 from oslo_utils import timeutils
 
-from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome
+from filters import BaseHostFilter, Reject, RowOutcome, column_path
 from scheduler.conf import CONF
 from scheduler.hosts import table as host_table
 
@@ -40,6 +39,7 @@ def _warn_down(count: int, named: list[Any]) -> None:
     )
 
 
+@column_path
 class ComputeFilter(BaseHostFilter):
     """Passes hosts whose compute service is enabled and has reported within
     ``service_down_time`` seconds (and is not forced down)."""
@@ -55,44 +55,28 @@ class ComputeFilter(BaseHostFilter):
     def _window(self) -> tuple[datetime.datetime, ...]:
         return host_table.heartbeat_bounds(self.now(), CONF.service_down_time)
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def prepare(self, spec_obj: Any) -> tuple[datetime.datetime, ...]:
+        """The heartbeat window: one clock reading for every host of the request."""
+        return self._window()
+
+    def check(self, host_state: Any, window: tuple[datetime.datetime, ...]) -> bool | Reject:
         state, last = host_table.read_service(host_state.service, True)
-        if host_table.services_up(state, last, self._window()):
+        if host_table.services_up(state, last, window):
             return True
         result = self._reason(host_state, state)
         if result is not DISABLED:
-            # nova warns for every host it has not heard from
+            # nova warns for every host it has not heard from (the column path says it in
+            # one line per request)
             LOG.warning(
                 "%(host_state)s has not been heard from in a while", {"host_state": host_state}
             )
         return result
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        # one clock reading for the whole batch
-        window = self._window()
-        read_service, services_up, reason = (
-            host_table.read_service,
-            host_table.services_up,
-            self._reason,
-        )
-        outcome = FilterOutcome()
-        append = outcome.passed.append
-        reject = outcome.rejected.append
-        for host in host_states:
-            state, last = read_service(host.service, True)
-            if services_up(state, last, window):
-                append(host)
-            else:
-                reject((host, reason(host, state).reason))
-        down = [host for host, reason in outcome.rejected if reason != DISABLED.reason]
-        if down:
-            _warn_down(len(down), down[:_WARN_HOSTS])
-        return outcome
-
     def filter_rows(self, table: Any, rows: Any, spec_obj: Any) -> RowOutcome | None:
-        """``filter_hosts`` over the table's service columns (the same rule, on arrays: two
-        integer comparisons per host). None (ask the hosts) with debug logging on, or when a
-        heartbeat is not a naive datetime."""
+        """``check`` over the table's service columns (the same rule, on arrays: two integer
+        comparisons per host), with one warning per request naming the hosts that are down.
+        None (ask the hosts) with debug logging on, or when a heartbeat is not a naive
+        datetime."""
         if LOG.isEnabledFor(logging.DEBUG):
             return None
         window = host_table.heartbeat_window(self.now(), CONF.service_down_time)

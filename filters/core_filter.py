@@ -37,14 +37,14 @@ class CoreFilter(CapacityFilter):
     def used(self, host_state: Any, total: Any) -> Any:
         return host_state.vcpus_used
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def check(self, host_state: Any, prepared: tuple[Any, Any]) -> bool | Reject:
+        spec_obj, requested = prepared
         total = host_state.vcpus_total
         if not total:
             # nova's fail-safe: a host that reports no vCPUs is not judged
             LOG.warning("%s: VCPUs not set; assuming CPU collection broken", host_state)
             return True
 
-        requested = self.requested(spec_obj)
         # nova computes the limit first: a non-positive one skips the physical check
         limit = total * self.allocation_ratio(host_state)
         if limit > 0 and requested > total:

@@ -8,10 +8,9 @@ hinted instances (``InstanceHintFilter``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 
 LOG = logging.getLogger(__name__)
 
@@ -42,18 +41,10 @@ class InstanceHintFilter(BaseHostFilter):
     debug_text = "%s fails the hint"  # logged on ``log`` with the host
     log = LOG
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        uuids = hinted_uuids(spec_obj, self.hint)
-        return self._check(host_state, uuids) if uuids else True
+    def prepare(self, spec_obj: Any) -> Any:
+        return hinted_uuids(spec_obj, self.hint) or PASS_ALL
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        uuids = hinted_uuids(spec_obj, self.hint)
-        if not uuids:
-            return FilterOutcome(passed=list(host_states))
-        check = self._check
-        return FilterOutcome.partition(host_states, lambda host: check(host, uuids))
-
-    def _check(self, host_state: Any, uuids: set[str]) -> bool | Reject:
+    def check(self, host_state: Any, uuids: set[str]) -> bool | Reject:
         runs_hinted = not uuids.isdisjoint(host_state.instances or ())
         if runs_hinted == self.runs_hinted:
             return True

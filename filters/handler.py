@@ -20,17 +20,17 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from stevedore import ExtensionManager
 
-from filters import BaseHostFilter, FilterOutcome, RowOutcome
+from filters import PASS_ALL, BaseHostFilter, FilterOutcome, RowOutcome, rows_method
 from filters.nova_adapter import NovaFilterAdapter
 from scheduler.conf import CONF, NOVA_ALL_FILTERS
 from scheduler.exceptions import ConfigurationError, NoValidHost, PluginNotFound
+from scheduler.hosts.aggregates import per_aggregate_set
 from scheduler.hosts.table import table_of
 from scheduler.nova_plugins import (
     NOVA_FILTERS_PACKAGE,
@@ -47,9 +47,8 @@ FILTER_NAMESPACE = "novasched.filters"
 # Below this many hosts, the per-host paths cost less than setting up the columns.
 COLUMNS_MIN_HOSTS = 64
 
-# Reason recorded for hosts dropped by a nova-style ``filter_all`` that returns only survivors.
-_FILTER_ALL_REASON = "rejected"
-_STOPPED_REASON = "filter asked to stop filtering"
+# Reason recorded for hosts a check removed with a plain False (and no default_reason).
+_REJECTED = "rejected"
 
 
 class FilterError(NoValidHost):
@@ -195,7 +194,7 @@ class FilterHandler:
                 continue
 
             started = time.perf_counter()
-            filter_rows = _rows_method(filter_) if table is not None else None
+            filter_rows = rows_method(filter_) if table is not None else None
             try:
                 by_rows: RowOutcome | None = None
                 if filter_rows is not None:
@@ -206,7 +205,7 @@ class FilterHandler:
                 if by_rows is None:
                     if current is None:
                         current = table.hosts_at(rows)
-                    outcome = _apply(filter_, current, spec_obj)
+                    outcome = apply_filter(filter_, current, spec_obj)
             except Exception as exc:
                 LOG.exception(
                     "Filter %s raised an error on %d host(s) for the request with instance ID '%s'",
@@ -288,56 +287,35 @@ class FilterHandler:
         return report
 
 
-def _owns(cls: type, method: str, others: tuple[str, ...]) -> bool:
-    """Whether the class that wrote ``method`` (first in ``cls``'s MRO) also has ``cls``'s
-    ``others``: no subclass below it changed them."""
-    owner = next((c for c in cls.__mro__ if method in vars(c)), None)
-    if owner is None:
-        return False
-    return all(getattr(cls, name, None) is getattr(owner, name, None) for name in others)
-
-
-def _rows_method(filter_: Any) -> Any:
-    """The filter's ``filter_rows``, unless a subclass changed ``host_passes`` or
-    ``filter_hosts`` below the class that wrote it (a plugin extending a built-in filter
-    must be asked through its own methods)."""
-    if not _owns(type(filter_), "filter_rows", ("host_passes", "filter_hosts", "filter_all")):
-        return None
-    return filter_.filter_rows
-
-
 def _host_names(hosts: list[Any]) -> list[tuple[str, str]]:
     return [(getattr(h, "host", h), getattr(h, "nodename", "")) for h in hosts]
 
 
-def _apply(filter_: Any, hosts: list[Any], spec_obj: Any) -> FilterOutcome:
-    """Run one filter: its batch ``filter_hosts``, or a nova-style ``filter_all`` that a
-    plugin copied from nova overrides, or the per-host loop of the base class."""
-    cls = type(filter_)
-    filter_all = getattr(filter_, "filter_all", None)
-    if callable(filter_all) and getattr(cls, "filter_hosts", None) is BaseHostFilter.filter_hosts:
-        return _outcome_from_survivors(filter_, hosts, filter_all(hosts, spec_obj))
-    if isinstance(filter_, BaseHostFilter) and not _owns(cls, "filter_hosts", ("host_passes",)):
-        # a subclass changed host_passes under a built-in batch filter_hosts: its own
-        # host_passes decides, host by host
-        return BaseHostFilter.filter_hosts(filter_, hosts, spec_obj)
-    outcome = filter_.filter_hosts(hosts, spec_obj)
-    if isinstance(outcome, FilterOutcome):
-        return outcome
-    # a plugin whose filter_hosts returns the survivors, nova-style
-    return _outcome_from_survivors(filter_, hosts, outcome)
-
-
-def _outcome_from_survivors(
-    filter_: Any, hosts: list[Any], survivors: Iterable[Any] | None
-) -> FilterOutcome:
-    if survivors is None:
-        # nova's "Filter %s says to stop filtering": nothing goes through
-        return FilterOutcome([], [(h, _STOPPED_REASON) for h in hosts])
-    passed = list(survivors)
-    kept = {id(h) for h in passed}
-    reason = getattr(filter_, "default_reason", None) or _FILTER_ALL_REASON
-    return FilterOutcome(passed, [(h, reason) for h in hosts if id(h) not in kept])
+def apply_filter(filter_: Any, hosts: list[Any], spec_obj: Any) -> FilterOutcome:
+    """Run one filter over ``hosts``: ``prepare`` once, then ``check`` per host (per set of
+    aggregates for a ``per_aggregates`` filter). A filter written for nova goes through
+    its adapter, which keeps nova's ``filter_all``."""
+    if isinstance(filter_, NovaFilterAdapter):
+        return filter_.filter_list(hosts, spec_obj)
+    prepared = filter_.prepare(spec_obj)
+    if prepared is PASS_ALL:
+        return FilterOutcome(list(hosts))
+    check = filter_.check
+    if getattr(filter_, "per_aggregates", False):
+        once = per_aggregate_set(lambda host: check(host, prepared))
+        results = [once(host) for host in hosts]
+    else:
+        results = [check(host, prepared) for host in hosts]
+    default = getattr(filter_, "default_reason", None) or _REJECTED
+    outcome = FilterOutcome()
+    passed = outcome.passed
+    rejected = outcome.rejected
+    for host, result in zip(hosts, results, strict=True):
+        if result:
+            passed.append(host)
+        else:
+            rejected.append((host, getattr(result, "reason", None) or default))
+    return outcome
 
 
 def _runs_for_index(filter_: Any, index: int) -> bool:

@@ -5,12 +5,12 @@ aggregates may lower (metadata key = option name; nova's override rule)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import BaseHostFilter, Reject
 from scheduler.conf import CONF
-from scheduler.hosts.aggregates import OverrideCache, aggregate_override
+from scheduler.hosts.aggregates import OverrideCache
 
 LOG = logging.getLogger(__name__)
 
@@ -32,27 +32,16 @@ class HostCounterLimitFilter(BaseHostFilter):
     def _configured(self) -> int:
         return getattr(CONF.filter_scheduler, self.option)
 
-    def _limit(self, host_state: Any) -> int:
-        if self.aggregate_limit:
-            return aggregate_override(host_state, self.option, self._configured(), int)
-        return self._configured()
-
-    def _limit_getter(self) -> Callable[[Any], int]:
-        """A ``host -> limit`` function for one batch (the config is read once)."""
+    def prepare(self, spec_obj: Any) -> Callable[[Any], int]:
+        """A ``host -> limit`` function for this request (the config is read once; the
+        aggregates' override once per set of aggregates)."""
         if self.aggregate_limit:
             return OverrideCache(self.option, self._configured(), int).get
         limit = self._configured()
         return lambda _host: limit
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        return self._check(host_state, self._limit(host_state))
-
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        limit_of = self._limit_getter()
-        check = self._check
-        return FilterOutcome.partition(host_states, lambda host: check(host, limit_of(host)))
-
-    def _check(self, host_state: Any, limit: int) -> bool | Reject:
+    def check(self, host_state: Any, limit_of: Callable[[Any], int]) -> bool | Reject:
+        limit = limit_of(host_state)
         if getattr(host_state, self.counter) < limit:
             return True
         if LOG.isEnabledFor(logging.DEBUG):

@@ -7,14 +7,14 @@ import json
 import logging
 import operator
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from filters import BaseHostFilter, FilterOutcome, Reject, RowOutcome
+from filters import PASS_ALL, BaseHostFilter, Reject, RowOutcome, column_path
 from scheduler.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -129,6 +129,7 @@ class _ImageRequest:
     """What the image asks of a host, computed once per request."""
 
     wanted: frozenset[str]  # the set ones of (arch, hv_type, vm_mode), canonical
+    single: str | None  # the one value of ``wanted`` when it holds one, else None
     predicate: list[tuple[Callable[[Any, Any], bool], tuple[int, ...]]] | None
     bits_required: int | None
     unsupported: Reject
@@ -167,8 +168,10 @@ def _image_request(spec_obj: Any) -> _ImageRequest | None:
     asked = " ".join(
         f"{label}={value}" for label, value in zip(labels, wanted, strict=True) if value
     )
+    wanted_set = frozenset(w for w in wanted if w)
     return _ImageRequest(
-        wanted=frozenset(w for w in wanted if w),
+        wanted=wanted_set,
+        single=next(iter(wanted_set)) if len(wanted_set) == 1 else None,
         predicate=predicate,
         bits_required=bits_required,
         unsupported=Reject(f"image {asked} not supported"),
@@ -183,7 +186,16 @@ def _failure(host_state: Any, request: _ImageRequest) -> Reject | None:
         return NO_SUPPORTED_INSTANCES
     # nova: some advertised (arch, hv_type, vm_mode) triple holds every value the image sets
     issubset = request.wanted.issubset
-    if not any(issubset(triple) for triple in supported):
+    single = request.single
+    if single is not None:
+        # the common request (one wanted value): ``in`` a list is issubset of one value
+        # (a string is not a list), without a call per triple
+        for triple in supported:
+            if single in triple if type(triple) is list else issubset(triple):
+                break
+        else:
+            return request.unsupported
+    elif not any(issubset(triple) for triple in supported):
         return request.unsupported
     hv_version = host_state.hypervisor_version
     if request.predicate is not None and hv_version:
@@ -214,6 +226,7 @@ def _supported_key(value: Any) -> Any:
     return tuple((type(triple), tuple(triple)) for triple in value)
 
 
+@column_path
 class ImagePropertiesFilter(BaseHostFilter):
     """Passes hosts that can run the image's architecture, hypervisor type and VM mode
     (and hypervisor version and address bits, when the image asks for them)."""
@@ -222,10 +235,13 @@ class ImagePropertiesFilter(BaseHostFilter):
     RUN_ON_REBUILD = True
     run_filter_once_per_request = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def prepare(self, spec_obj: Any) -> Any:
+        """What the image asks of a host; PASS_ALL when it sets none of architecture,
+        hypervisor type and VM mode."""
         request = _image_request(spec_obj)
-        if request is None:
-            return True
+        return PASS_ALL if request is None else request
+
+    def check(self, host_state: Any, request: _ImageRequest) -> bool | Reject:
         result = _failure(host_state, request)
         if result is None:
             return True
@@ -268,57 +284,3 @@ class ImagePropertiesFilter(BaseHostFilter):
                 verdicts[i] = 1 if result is NO_SUPPORTED_INSTANCES else 2
         per_row = verdicts[codes]
         return RowOutcome(per_row == 0, reasons, per_row)
-
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        request = _image_request(spec_obj)
-        if request is None:
-            return FilterOutcome(passed=list(host_states))
-        debug = LOG.isEnabledFor(logging.DEBUG)
-        outcome = FilterOutcome()
-        passed = outcome.passed
-        rejected = outcome.rejected
-        if request.predicate is None and not request.bits_required and not debug:
-            # The hot path (an image asking for an architecture and nothing else): only
-            # supported_instances matters, checked without calls for one wanted value.
-            unsupported = request.unsupported.reason
-            none_supported = NO_SUPPORTED_INSTANCES.reason
-            issubset = request.wanted.issubset
-            if len(request.wanted) == 1:
-                (wanted,) = request.wanted
-                for host in host_states:
-                    supported = host.supported_instances
-                    if not supported:
-                        rejected.append((host, none_supported))
-                        continue
-                    for triple in supported:
-                        # ``in`` a list is issubset of one value (a string is not a list)
-                        if wanted in triple if type(triple) is list else issubset(triple):
-                            passed.append(host)
-                            break
-                    else:
-                        rejected.append((host, unsupported))
-                return outcome
-            for host in host_states:
-                supported = host.supported_instances
-                if not supported:
-                    rejected.append((host, none_supported))
-                    continue
-                for triple in supported:
-                    if issubset(triple):
-                        passed.append(host)
-                        break
-                else:
-                    rejected.append((host, unsupported))
-            return outcome
-        for host in host_states:
-            result = _failure(host, request)
-            if result is None:
-                passed.append(host)
-                continue
-            if debug:
-                LOG.debug(
-                    "%(host_state)s does not support requested instance_properties: %(reason)s",
-                    {"host_state": host, "reason": result.reason},
-                )
-            rejected.append((host, result.reason))
-        return outcome

@@ -4,10 +4,10 @@ isolated hosts run only isolated images."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 from scheduler.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -32,19 +32,18 @@ class IsolatedHostsFilter(BaseHostFilter):
     # the image and the options do not change within a request
     run_filter_once_per_request = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def prepare(self, spec_obj: Any) -> Any:
         rule = self._rule(spec_obj)
-        return rule(host_state.host in self._isolated_hosts())
-
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        rule = self._rule(spec_obj)
-        isolated = self._isolated_hosts()
         # the answer depends only on whether the host is isolated: two possible results
         for_isolated = rule(True)
         for_others = rule(False)
-        return FilterOutcome.partition(
-            host_states, lambda host: for_isolated if host.host in isolated else for_others
-        )
+        if for_isolated is True and for_others is True:
+            return PASS_ALL
+        return self._isolated_hosts(), for_isolated, for_others
+
+    def check(self, host_state: Any, prepared: Any) -> bool | Reject:
+        isolated, for_isolated, for_others = prepared
+        return for_isolated if host_state.host in isolated else for_others
 
     @staticmethod
     def _isolated_hosts() -> set[str]:

@@ -27,10 +27,10 @@ import functools
 import json
 import logging
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 
 LOG = logging.getLogger(__name__)
 
@@ -203,19 +203,17 @@ class JsonFilter(BaseHostFilter):
     # host values change as instances of the request are placed: check again for each one
     run_filter_once_per_request = False
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def prepare(self, spec_obj: Any) -> Any:
+        """The query compiled once per request; PASS_ALL without a query; a malformed query
+        is a Reject (logged once) that every host gets."""
         expr = compile_query(spec_obj)
         if expr is None:
-            return True
+            return PASS_ALL
+        if isinstance(expr, Reject):
+            LOG.warning("Invalid query scheduler hint: %s", expr.reason)
+        return expr
+
+    def check(self, host_state: Any, expr: Evaluator | Reject) -> bool | Reject:
         if isinstance(expr, Reject):
             return expr
         return _host_matches(expr, host_state)
-
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        expr = compile_query(spec_obj)
-        if expr is None:
-            return FilterOutcome(passed=list(host_states))
-        if isinstance(expr, Reject):
-            LOG.warning("Invalid query scheduler hint: %s", expr.reason)
-            return FilterOutcome(rejected=[(host, expr.reason) for host in host_states])
-        return FilterOutcome.partition(host_states, lambda host: _host_matches(expr, host))

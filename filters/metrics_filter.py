@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 from scheduler.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -60,10 +60,11 @@ class MetricsFilter(BaseHostFilter):
         # as nova, the option is read once, when the filter is loaded
         self.keys = frozenset(weight_setting_names(CONF.metrics.weight_setting))
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        keys = self.keys
-        if not keys:
-            return True
+    def prepare(self, spec_obj: Any) -> Any:
+        """The required metric names; PASS_ALL when ``weight_setting`` names none."""
+        return self.keys or PASS_ALL
+
+    def check(self, host_state: Any, keys: frozenset[str]) -> bool | Reject:
         reported = metric_names(host_state)
         if keys <= reported:
             return True
@@ -73,8 +74,3 @@ class MetricsFilter(BaseHostFilter):
                 {"host": host_state, "metrics": ", ".join(sorted(keys - reported))},
             )
         return MISSING_METRICS
-
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        if not self.keys:
-            return FilterOutcome(passed=list(host_states))
-        return super().filter_hosts(host_states, spec_obj)

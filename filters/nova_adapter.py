@@ -61,10 +61,12 @@ class NovaFilterAdapter(BaseHostFilter):
         return not (self.run_filter_once_per_request and index > 0)
 
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
-        outcome = self.filter_hosts([host_state], spec_obj)
+        outcome = self.filter_list([host_state], spec_obj)
         return bool(outcome.passed)
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+    def filter_list(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
+        """The hosts the plugin lets through (nova's ``filter_all``, or ``host_passes``
+        host by host), with the others rejected."""
         hosts = list(host_states)
         spec = request_view(spec_obj)
         outcome = FilterOutcome()

@@ -10,11 +10,10 @@ host's Selection.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 from scheduler.resources import numa, pci
 
 LOG = logging.getLogger(__name__)
@@ -30,8 +29,11 @@ DEFAULT_RAM_RATIO = 1.0
 
 @dataclass(slots=True)
 class _Wanted:
-    """What the request asks for, worked out once per request (not per host)."""
+    """What the request asks for, worked out once per request (not per host): what
+    ``prepare`` hands to ``check``."""
 
+    # the request itself: the limits and the narrowed allocation candidates are written to it
+    spec_obj: Any
     topology: numa.InstanceTopology | None
     invalid: Reject | None
     requires_smt: bool
@@ -60,6 +62,7 @@ class _Wanted:
             LOG.warning("Instance %s has an invalid NUMA request: %s", spec_obj.instance_uuid, exc)
             invalid = Reject("invalid NUMA request in flavor or image")
         return cls(
+            spec_obj=spec_obj,
             topology=topology,
             invalid=invalid,
             requires_smt=numa.requires_smt(extra_specs, image_props),
@@ -81,23 +84,16 @@ class NUMATopologyFilter(BaseHostFilter):
     # every instance of a multi-create takes CPUs and memory from the cells: check each one
     run_filter_once_per_request = False
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        return self._check(host_state, spec_obj, _Wanted.of(spec_obj))
-
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        # the request's topology is worked out once for all hosts
+    def prepare(self, spec_obj: Any) -> _Wanted | Any:
+        """The request's topology, worked out once for all hosts; PASS_ALL when it asks for
+        no NUMA topology and no SMT siblings."""
         wanted = _Wanted.of(spec_obj)
-        check = self._check
-        outcome = FilterOutcome()
-        for host in host_states:
-            result = check(host, spec_obj, wanted)
-            if result:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
+        if wanted.topology is None and wanted.invalid is None and not wanted.requires_smt:
+            return PASS_ALL
+        return wanted
 
-    def _check(self, host_state: Any, spec_obj: Any, wanted: _Wanted) -> bool | Reject:
+    def check(self, host_state: Any, wanted: _Wanted) -> bool | Reject:
+        spec_obj = wanted.spec_obj
         host_topology = numa.host_topology_of(host_state, host_state.numa_topology)
 
         # nova's CPU-policy check comes first and looks at the flavor and image as given

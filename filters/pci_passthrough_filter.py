@@ -9,10 +9,9 @@ matching rules live in ``scheduler/resources/pci.py``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 from scheduler.resources import pci
 
 LOG = logging.getLogger(__name__)
@@ -30,29 +29,16 @@ class PciPassthroughFilter(BaseHostFilter):
     # every instance of a multi-create takes devices: check each one
     run_filter_once_per_request = False
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def prepare(self, spec_obj: Any) -> tuple[Any, list[dict[str, Any]]] | Any:
+        """The request and its PCI requests; PASS_ALL when it has none."""
         requests = list(spec_obj.pci_requests or [])
         if not requests:
-            return True
-        return self._check(host_state, spec_obj, requests)
+            return PASS_ALL
+        return spec_obj, requests
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        requests = list(spec_obj.pci_requests or [])
-        outcome = FilterOutcome()
-        if not requests:
-            outcome.passed.extend(host_states)
-            return outcome
-        for host in host_states:
-            result = self._check(host, spec_obj, requests)
-            if result:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
-
-    def _check(
-        self, host_state: Any, spec_obj: Any, requests: list[dict[str, Any]]
-    ) -> bool | Reject:
+    def check(self, host_state: Any, prepared: tuple[Any, list[dict[str, Any]]]) -> bool | Reject:
+        # the narrowed allocation candidates are written to the request
+        spec_obj, requests = prepared
         pools = pci.pools_of(host_state, host_state.pci_stats)
         if not pools:
             self._debug(host_state, requests)

@@ -8,10 +8,9 @@ rescheduling through the scheduler, nova no longer needs it, but operators still
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 
 LOG = logging.getLogger(__name__)
 
@@ -34,25 +33,11 @@ class RetryFilter(BaseHostFilter):
     RUN_ON_REBUILD = False
     run_filter_once_per_request = False
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        return self._check(host_state, tried_nodes(spec_obj))
+    def prepare(self, spec_obj: Any) -> Any:
+        # the tried set once for the whole request
+        return tried_nodes(spec_obj) or PASS_ALL
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        # the tried set once for the whole batch
-        tried = tried_nodes(spec_obj)
-        if not tried:
-            return FilterOutcome(passed=list(host_states))
-        outcome = FilterOutcome()
-        for host in host_states:
-            result = self._check(host, tried)
-            if result:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
-
-    @staticmethod
-    def _check(host_state: Any, tried: set[tuple[str, str]]) -> bool | Reject:
+    def check(self, host_state: Any, tried: set[tuple[str, str]]) -> bool | Reject:
         if (host_state.host, host_state.nodename) in tried:
             # at most max_attempts hosts per request: cheap enough to log at info, as nova did
             LOG.info(

@@ -6,10 +6,9 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 
 LOG = logging.getLogger(__name__)
 
@@ -54,25 +53,14 @@ class SimpleCIDRAffinityFilter(BaseHostFilter):
     # the hints and the host IPs do not change within a request
     run_filter_once_per_request = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def prepare(self, spec_obj: Any) -> Any:
         network = _network(spec_obj)
-        if network is None:
-            return True
-        if isinstance(network, Reject):
-            return network
-        return self._check(host_state, network)
+        return PASS_ALL if network is None else network
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        network = _network(spec_obj)
-        if network is None:
-            return FilterOutcome(passed=list(host_states))
-        if isinstance(network, Reject):
-            return FilterOutcome(rejected=[(host, network.reason) for host in host_states])
-        check = self._check
-        return FilterOutcome.partition(host_states, lambda host: check(host, network))
-
-    @staticmethod
-    def _check(host_state: Any, network: Network) -> bool | Reject:
+    def check(self, host_state: Any, network: Network | Reject) -> bool | Reject:
+        if network is BAD_HINT:
+            # hints that make no network: every host is removed
+            return BAD_HINT
         address = _address(str(host_state.host_ip))
         if address is None:
             if LOG.isEnabledFor(logging.DEBUG):

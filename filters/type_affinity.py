@@ -4,11 +4,10 @@ flavors they list."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
-from scheduler.hosts.aggregates import aggregate_values_from_key, per_aggregate_set
+from filters import BaseHostFilter, Reject
+from scheduler.hosts.aggregates import aggregate_values_from_key
 
 LOG = logging.getLogger(__name__)
 
@@ -26,17 +25,13 @@ class AggregateTypeAffinityFilter(BaseHostFilter):
     # the flavor and the aggregates do not change within a request
     run_filter_once_per_request = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        return self._check(host_state, _flavor_name(spec_obj))
+    # the answer depends only on the host's aggregates: checked once per set of aggregates
+    per_aggregates = True
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        name = _flavor_name(spec_obj)
-        # the answer depends only on the host's aggregates: once per set of aggregates
-        check = per_aggregate_set(lambda host: self._check(host, name))
-        return FilterOutcome.partition(host_states, check)
+    def prepare(self, spec_obj: Any) -> str | None:
+        return _flavor_name(spec_obj)
 
-    @staticmethod
-    def _check(host_state: Any, flavor_name: str | None) -> bool | Reject:
+    def check(self, host_state: Any, flavor_name: str | None) -> bool | Reject:
         if not host_state.aggregates:
             return True
         values = aggregate_values_from_key(host_state, KEY)

@@ -37,9 +37,11 @@ class TypeAffinityFilter(BaseHostFilter):
     RUN_ON_REBUILD = False
     run_filter_once_per_request = False
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def prepare(self, spec_obj: Any) -> str:
         # compared as strings: a flavor id decoded from JSON may be "5" where the request has 5
-        wanted = str(spec_obj.flavor.id)
+        return str(spec_obj.flavor.id)
+
+    def check(self, host_state: Any, wanted: str) -> bool | Reject:
         for instance in (host_state.instances or {}).values():
             type_id = instance_type_id(instance)
             if type_id is not None and str(type_id) != wanted:

@@ -22,6 +22,18 @@ def _reset_config():
 _OUTCOMES: Counter[str] = Counter()
 
 
+# the marker of each test directory (registered in pyproject.toml)
+_DIRECTORY_MARKERS = ("unit", "functional", "deployment", "differential", "faults")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with its directory's marker: ``pytest -m unit`` is the fast loop."""
+    for item in items:
+        parts = item.nodeid.split("/", 2)
+        if len(parts) > 2 and parts[0] == "tests" and parts[1] in _DIRECTORY_MARKERS:
+            item.add_marker(parts[1])
+
+
 def pytest_addoption(parser):
     parser.addoption("--faults-report", metavar="FILE", help="write the fault suite's figures")
 

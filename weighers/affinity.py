@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, Same
 
 
 def _group_members(spec_obj: Any, policy: str) -> frozenset[str] | None:
@@ -33,22 +33,12 @@ class _SoftAffinityWeigherBase(BaseHostWeigher):
     sign: int = 1
     returns_numbers = True
 
-    def uniform_weight(self, weight_properties: Any) -> float | None:
+    def prepare(self, weight_properties: Any, hosts: list[Any]) -> frozenset[str] | Same:
         # without members of a group with this policy, every host counts 0
-        return None if _group_members(weight_properties, self.policy) else 0
+        return _group_members(weight_properties, self.policy) or Same(0)
 
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
-        members = _group_members(weight_properties, self.policy)
-        if members is None:
-            return 0
+    def weigh(self, host_state: Any, members: frozenset[str]) -> float:
         return self.sign * _members_on_host(host_state, members)
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
-        members = _group_members(weight_properties, self.policy)
-        if members is None:
-            return [0] * len(host_states)
-        sign = self.sign
-        return [sign * _members_on_host(h, members) for h in host_states]
 
 
 class ServerGroupSoftAffinityWeigher(_SoftAffinityWeigherBase):

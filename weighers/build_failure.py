@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, host_column
 
 
+@host_column
 class BuildFailureWeigher(BaseHostWeigher):
     """Prefers hosts without recent build failures: the weight is the host's ``failed_builds``
     count times the negated ``build_failure_weight_multiplier`` (1e6 by default, so one
@@ -18,10 +19,6 @@ class BuildFailureWeigher(BaseHostWeigher):
     # "failures cost 10".
     multiplier_sign = -1.0
     returns_numbers = True
-    host_column = True
 
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
+    def weigh(self, host_state: Any, prepared: Any) -> float:
         return host_state.failed_builds
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
-        return [h.failed_builds for h in host_states]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, host_column
 
 # nova-compute always stores a ratio; nova's initial_cpu_allocation_ratio is the value a
 # compute node gets when none is configured, so it stands in for a missing one.
@@ -17,6 +17,7 @@ def free_vcpus(host_state: Any) -> float:
     return host_state.vcpus_total * ratio - host_state.vcpus_used
 
 
+@host_column
 class CPUWeigher(BaseHostWeigher):
     """Prefers hosts with more free vCPUs, counting the allocation ratio
     (``cpu_weight_multiplier``; negative stacks)."""
@@ -24,14 +25,6 @@ class CPUWeigher(BaseHostWeigher):
     minval = 0
     multiplier_option = "cpu_weight_multiplier"
     returns_numbers = True
-    host_column = True
 
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
+    def weigh(self, host_state: Any, prepared: Any) -> float:
         return free_vcpus(host_state)
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
-        # free_vcpus, inlined: this runs for every candidate host of every request
-        default = DEFAULT_CPU_ALLOCATION_RATIO
-        return [
-            h.vcpus_total * (h.cpu_allocation_ratio or default) - h.vcpus_used for h in host_states
-        ]

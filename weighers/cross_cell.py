@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, Same
 
 
 def _preferred_cell(spec_obj: Any) -> str | None:
@@ -24,17 +24,9 @@ class CrossCellWeigher(BaseHostWeigher):
     multiplier_option = "cross_cell_move_weight_multiplier"
     returns_numbers = True
 
-    def uniform_weight(self, weight_properties: Any) -> float | None:
-        return 0 if _preferred_cell(weight_properties) is None else None
-
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
+    def prepare(self, weight_properties: Any, hosts: list[Any]) -> str | Same:
         cell = _preferred_cell(weight_properties)
-        if cell is None:
-            return 0
+        return Same(0) if cell is None else cell
+
+    def weigh(self, host_state: Any, cell: str) -> float:
         return 1 if host_state.cell_uuid == cell else -1
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
-        cell = _preferred_cell(weight_properties)
-        if cell is None:
-            return [0] * len(host_states)
-        return [1 if h.cell_uuid == cell else -1 for h in host_states]

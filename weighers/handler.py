@@ -10,7 +10,9 @@ none, nothing is weighed.
 Three paths compute the same floats: ``_weigh_one_by_one`` (explain and debug logging: every
 weigher, every host, with contributions), ``_weigh_batch`` (list passes), and
 ``_weigh_rows``, used when every host is in the host manager's table: NumPy arrays, the
-``host_column`` weighers' values read from the table, multipliers per aggregate-set code.
+``@host_column`` weighers' values read from the table, multipliers per aggregate-set code.
+All three get a weigher's raw values from ``raw_values``: ``prepare`` once, ``weigh`` per
+host, or the ``Same`` value ``prepare`` gave for every host.
 Each array operation is the operation the list path does per host, in the same order, so
 the results are the same IEEE doubles; anything the arrays cannot reproduce exactly (a NaN,
 a value that is not a number) sends the call to the list path.
@@ -37,7 +39,7 @@ from scheduler.nova_plugins import (
     nova_installed,
     registered_path,
 )
-from weighers import BaseHostWeigher, get_weight_multiplier
+from weighers import BaseHostWeigher, Same, get_weight_multiplier
 from weighers.nova_adapter import NovaWeigherAdapter
 
 LOG = logging.getLogger(__name__)
@@ -204,8 +206,23 @@ class _AggregatesOf:
         self.aggregates = aggregates
 
 
+def raw_values(weigher: Any, hosts: list[Any], spec_obj: Any) -> list[Any] | Same:
+    """One weigher's raw values for ``hosts``, in order: ``prepare`` once, then ``weigh``
+    per host; or the ``Same`` that ``prepare`` answered (every host gets its value). A
+    weigher written for nova goes through its adapter, which keeps nova's
+    ``weigh_objects``."""
+    if isinstance(weigher, NovaWeigherAdapter):
+        return weigher.weigh_list(hosts, spec_obj)
+    prepared = weigher.prepare(spec_obj, hosts)
+    if isinstance(prepared, Same):
+        return prepared
+    weigh = weigher.weigh
+    return [weigh(host, prepared) for host in hosts]
+
+
 def _host_value(weigher: Any, host: Any) -> Any:
-    return weigher._weigh_object(host, None)
+    """A ``@host_column`` weigher's column value for ``host``."""
+    return weigher.weigh(host, None)
 
 
 def _is_zero_array(multiplier: float | np.ndarray) -> bool:
@@ -359,13 +376,13 @@ class WeightHandler:
                 multiplier = self._row_multiplier(weigher, host_list, agg_codes, lists)
                 if _is_zero_array(multiplier):
                     continue
-                uniform_weight = getattr(weigher, "uniform_weight", None)
-                uniform = uniform_weight(spec_obj) if uniform_weight is not None else None
-                raw = None
-                if uniform is None:
-                    raw = self._raw_column(weigher, table, rows)
-                    if raw is None:
-                        values = weigher.weigh_objects(host_list, spec_obj)
+                uniform = None
+                raw = self._raw_column(weigher, table, rows)
+                if raw is None:
+                    values = raw_values(weigher, host_list, spec_obj)
+                    if isinstance(values, Same):
+                        uniform = values.value
+                    else:
                         if len(values) != n:
                             name = getattr(weigher, "name", None) or type(weigher).__name__
                             raise WeigherError(
@@ -410,17 +427,12 @@ class WeightHandler:
 
     @staticmethod
     def _raw_column(weigher: Any, table: Any, rows: Any) -> np.ndarray | None:
-        """A ``host_column`` weigher's values for these rows, from the table; None when the
-        weigher is not one, or some host's value is not a plain number (NaN in the column)."""
-        if not getattr(weigher, "host_column", False):
-            return None
+        """A ``@host_column`` weigher's values for these rows, from the table; None when the
+        weigher's own class is not one (a subclass of one is weighed through its own
+        ``weigh``), or some host's value is not a plain number (NaN in the column)."""
         cls = type(weigher)
-        owner = next((c for c in cls.__mro__ if "host_column" in vars(c)), None)
-        if owner is None or any(
-            getattr(cls, name, None) is not getattr(owner, name, None)
-            for name in ("_weigh_object", "weigh_objects")
-        ):
-            return None  # a subclass changed what the column was declared for
+        if getattr(cls, "__host_column__", None) is not cls:
+            return None
         name = f"weigher:{cls.__module__}.{cls.__qualname__}"
         column = table.numeric(name, partial(_host_value, weigher))
         raw = column[rows]
@@ -448,18 +460,16 @@ class WeightHandler:
                 multiplier = multipliers.of(weigher)
                 if _is_zero(multiplier):
                     continue
-                uniform_weight = getattr(weigher, "uniform_weight", None)
-                uniform = uniform_weight(spec_obj) if uniform_weight is not None else None
-                raw = None if uniform is not None else weigher.weigh_objects(host_list, spec_obj)
+                values = raw_values(weigher, host_list, spec_obj)
             except Exception as exc:
                 name = getattr(weigher, "name", None) or type(weigher).__name__
                 LOG.exception("Weigher %s raised an error", name)
                 raise WeigherError(name, exc) from exc
             minval = getattr(weigher, "minval", None)
             maxval = getattr(weigher, "maxval", None)
-            if raw is None:
+            if isinstance(values, Same):
                 # every host has the same value: one normalised value for all
-                norm = _uniform_normalised(uniform, minval, maxval)
+                norm = _uniform_normalised(values.value, minval, maxval)
                 if norm is None and _is_finite(multiplier):
                     continue
                 norm = norm or 0.0
@@ -469,6 +479,7 @@ class WeightHandler:
                 else:
                     weights = [w + multiplier * norm for w in weights]
                 continue
+            raw = values
             if len(raw) != n:
                 name = getattr(weigher, "name", None) or type(weigher).__name__
                 raise WeigherError(name, ValueError(f"{len(raw)} weights for {n} hosts"))
@@ -523,7 +534,10 @@ class WeightHandler:
                 # (NumInstancesWeigher by default), unless someone asks why.
                 if not explain and not any(multipliers):
                     continue
-                raw = [float(v) for v in weigher.weigh_objects(host_list, spec_obj)]
+                values = raw_values(weigher, host_list, spec_obj)
+                if isinstance(values, Same):
+                    values = [values.value] * len(host_list)
+                raw = [float(v) for v in values]
             except Exception as exc:
                 LOG.exception("Weigher %s raised an error", name)
                 raise WeigherError(name, exc) from exc

@@ -19,7 +19,7 @@ import logging
 from typing import Any
 
 from scheduler.conf import CONF
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, Same
 from weighers.metrics import ParsedOption
 
 LOG = logging.getLogger(__name__)
@@ -44,6 +44,8 @@ class ImagePropertiesWeigher(BaseHostWeigher):
 
     def __init__(self) -> None:
         self._setting = ParsedOption("filter_scheduler", "image_props_weight_setting")
+        # whether some host's instances carried image properties (then none is warned about)
+        self._seen_props = False
         self._warned_no_props = False
 
     @property
@@ -51,54 +53,46 @@ class ImagePropertiesWeigher(BaseHostWeigher):
         """The parsed ``image_props_weight_setting`` (a later duplicate key wins)."""
         return dict(self._setting.get())
 
-    def uniform_weight(self, weight_properties: Any) -> float | None:
-        # off (the configured multiplier is 0), or an image without properties
-        if CONF.filter_scheduler.image_props_weight_multiplier == 0.0:
-            return 0.0
-        image = getattr(weight_properties, "image", None)
-        return None if image is not None and image.properties else 0.0
-
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
-        return self.weigh_objects([host_state], weight_properties)[0]
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
-        zeros = [0.0] * len(host_states)
+    def prepare(
+        self, weight_properties: Any, hosts: list[Any]
+    ) -> list[tuple[str, str, float]] | Same:
+        """(property, value as a string, what one matching instance adds) for each property
+        of the request's image that counts; Same(0.0) when none does."""
         # Off unless the configured multiplier is set (an aggregate override alone does not
         # turn it on), as in nova.
         if CONF.filter_scheduler.image_props_weight_multiplier == 0.0:
-            return zeros
+            return Same(0.0)
         image = getattr(weight_properties, "image", None)
         requested = image.properties if image is not None else None
         if not requested:
-            return zeros
+            return Same(0.0)
         setting = self.setting
-        # (property, value as a string, what one matching instance adds)
         wanted = [
             (key, str(value), setting.get(key, 0.0) if setting else 1.0)
             for key, value in requested.items()
         ]
-        wanted = [w for w in wanted if w[2] != 0.0]
-        if not wanted:
-            return zeros
+        return [w for w in wanted if w[2] != 0.0] or Same(0.0)
+
+    def weigh(self, host_state: Any, wanted: list[tuple[str, str, float]]) -> float:
+        weight = 0.0
+        instances = host_state.instances
+        if not instances:
+            return weight
         seen_props = False
-        seen_instances = False
-        out = []
-        for host_state in host_states:
-            weight = 0.0
-            for instance in (host_state.instances or {}).values():
-                seen_instances = True
-                props = instance_image_properties(instance)
-                if props is None:
-                    continue
-                seen_props = True
-                for key, value, factor in wanted:
-                    if key in props and str(props[key]) == value:
-                        weight += factor
-            out.append(weight)
-        if seen_instances and not seen_props and not self._warned_no_props:
+        for instance in instances.values():
+            props = instance_image_properties(instance)
+            if props is None:
+                continue
+            seen_props = True
+            for key, value, factor in wanted:
+                if key in props and str(props[key]) == value:
+                    weight += factor
+        if seen_props:
+            self._seen_props = True
+        elif not self._seen_props and not self._warned_no_props:
             self._warned_no_props = True
             LOG.warning(
                 "ImagePropertiesWeigher is enabled but the hosts' instances carry no "
                 "image_properties; every host weighs 0"
             )
-        return out
+        return weight

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, host_column
 
 
+@host_column
 class IoOpsWeigher(BaseHostWeigher):
     """Prefers hosts with fewer concurrent I/O operations (builds, resizes, snapshots...)
     with the default negative ``io_ops_weight_multiplier``; a positive one prefers busy hosts."""
@@ -14,10 +15,6 @@ class IoOpsWeigher(BaseHostWeigher):
     minval = 0
     multiplier_option = "io_ops_weight_multiplier"
     returns_numbers = True
-    host_column = True
 
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
+    def weigh(self, host_state: Any, prepared: Any) -> float:
         return host_state.num_io_ops
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
-        return [h.num_io_ops for h in host_states]

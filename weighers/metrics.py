@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from scheduler.conf import CONF
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, Same
 
 LOG = logging.getLogger(__name__)
 
@@ -103,6 +103,14 @@ def metric_values(metrics: Any) -> dict[str, Any]:
     return out
 
 
+class _Settings(NamedTuple):
+    """What MetricsWeigher reads from the configuration once per request."""
+
+    setting: list[tuple[str, float]]
+    required: bool
+    unavailable: float
+
+
 class MetricsWeigher(BaseHostWeigher):
     """Prefers hosts by the weighted sum of their reported metrics
     (``[metrics] weight_setting``, multiplier ``[metrics] weight_multiplier``, aggregate key
@@ -122,29 +130,15 @@ class MetricsWeigher(BaseHostWeigher):
         """The parsed ``[metrics] weight_setting``: (metric name, ratio) pairs."""
         return self._setting.get()
 
-    def uniform_weight(self, weight_properties: Any) -> float | None:
-        return None if self.setting else 0.0
-
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
-        conf = CONF.metrics
-        return self._weigh(host_state, self.setting, conf.required, conf.weight_of_unavailable)
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
+    def prepare(self, weight_properties: Any, hosts: list[Any]) -> _Settings | Same:
         setting = self.setting
         if not setting:
-            return [0.0] * len(host_states)
+            return Same(0.0)
         conf = CONF.metrics
-        required = conf.required
-        unavailable = conf.weight_of_unavailable
-        return [self._weigh(h, setting, required, unavailable) for h in host_states]
+        return _Settings(setting, conf.required, conf.weight_of_unavailable)
 
-    def _weigh(
-        self,
-        host_state: Any,
-        setting: list[tuple[str, float]],
-        required: bool,
-        unavailable: float,
-    ) -> float:
+    def weigh(self, host_state: Any, prepared: _Settings) -> float:
+        setting, required, unavailable = prepared
         values = metric_values(host_state.metrics)
         total = 0.0
         for name, ratio in setting:

@@ -8,7 +8,8 @@ set (values beyond them are clamped, as nova's ``weigh_objects`` clamps them), e
 the values' own minimum and maximum; then multiplies by the plugin's ``weight_multiplier`` of
 each host. The plugin sees each host as a ``NovaHostState`` and the request as a
 ``NovaRequestSpec`` (``scheduler/nova_plugins.py``). Only weighers loaded by class path go
-through here.
+through here. The weight handler asks it for all the hosts at once (``weigh_list``), so that
+a nova ``weigh_objects`` sees them all, as in nova.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class NovaWeigherAdapter(BaseHostWeigher):
     def name(self) -> str:
         return type(self.plugin).__name__
 
-    # read after every weigh_objects, as nova's handler reads them
+    # read after every weigh_list, as nova's handler reads them after weigh_objects
     @property
     def minval(self) -> float | None:  # type: ignore[override]
         return getattr(self.plugin, "minval", None)
@@ -62,9 +63,11 @@ class NovaWeigherAdapter(BaseHostWeigher):
         return float(multiplier(NovaHostState(host_state)))
 
     def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
-        return self.weigh_objects([host_state], weight_properties)[0]
+        return self.weigh_list([host_state], weight_properties)[0]
 
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
+    def weigh_list(self, host_states: list[Any], weight_properties: Any) -> list[float]:
+        """The plugin's raw values, one per host, in order: its own ``weigh_objects`` over
+        nova's WeighedHost objects when it has one, else its ``_weigh_object`` per host."""
         spec = request_view(weight_properties)
         weigh_objects = getattr(self.plugin, "weigh_objects", None)
         if weigh_objects is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, host_column
 
 # Beyond this many free devices a host counts as "plenty": what matters is the scarce case.
 MAX_DEVS = 100
@@ -50,6 +50,7 @@ def pci_weight(pci_stats: Any) -> int:
     return MAX_DEVS - min(free_pci_devices(pci_stats), MAX_DEVS - 1)
 
 
+@host_column
 class PCIWeigher(BaseHostWeigher):
     """Prefers hosts with fewer free PCI devices (``pci_weight_multiplier``, never negative):
     requests without PCI devices avoid PCI hosts, and requests with PCI devices stack on the
@@ -57,12 +58,8 @@ class PCIWeigher(BaseHostWeigher):
 
     multiplier_option = "pci_weight_multiplier"
     returns_numbers = True
-    host_column = True
 
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
-        return pci_weight(host_state.pci_stats)
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
+    def weigh(self, host_state: Any, prepared: Any) -> float:
         # most hosts have no PCI devices: their weight is MAX_DEVS without a call
-        stats = [h.pci_stats for h in host_states]
-        return [pci_weight(s) if s else MAX_DEVS for s in stats]
+        stats = host_state.pci_stats
+        return pci_weight(stats) if stats else MAX_DEVS

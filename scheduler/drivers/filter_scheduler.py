@@ -7,19 +7,18 @@ which Placement query returned nothing, or how many hosts each filter removed an
 The steps are public, so that explain runs exactly what ``select_destinations`` runs:
 ``new_request`` (the request's own state, ``scheduler.request.SchedulingRequest``),
 ``placement_hosts`` or ``all_hosts`` (the hosts to start from), and per instance
-``select_hosts`` (narrow → filter → weigh), then ``consume``. Claiming, the pick among the
-best hosts and the rollback are the driver's alone.
+``select_hosts`` (narrow → filter → weigh), then ``consume``. The pick among the best hosts
+and the rollback are the driver's alone; the claims are its ``Claimer``'s
+(``scheduler/drivers/claims.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import random
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,18 +26,14 @@ from filters.handler import FilterHandler, FilterReport, load_filters
 from placement_client import (
     MV_CLAIM,
     AllocationCandidates,
-    ClaimConflict,
-    ClaimOutcomeUnknown,
-    ConsumerGenerationConflict,
     PlacementClient,
     PlacementClientError,
-    PlacementConnectionError,
     PlacementError,
 )
 from provider_view import unsupported_reason
 from scheduler.conf import CONF
+from scheduler.drivers.claims import Claimer
 from scheduler.exceptions import (
-    AllocationUpdateFailed,
     ConfigurationError,
     NoValidHost,
     PluginNotFound,
@@ -55,107 +50,6 @@ from weighers.handler import WeighedHost, WeightHandler, load_weighers
 LOG = logging.getLogger(__name__)
 # the clock of request deadlines (a module-level name so that tests can move it)
 _clock = time.monotonic
-
-
-class DeferredDeletes:
-    """Allocations a rollback could not delete because Placement did not answer.
-
-    They are retried every ``interval`` seconds on a thread of their own until Placement takes
-    them, so that a failed request leaves no claim behind once Placement is back. A new claim
-    for the same instance takes it off the list first (its allocation is no longer ours to
-    delete)."""
-
-    def __init__(self, placement: Any, interval: float = 1.0):
-        self._placement = placement
-        self.interval = interval
-        self._pending: dict[str, str | None] = {}  # instance uuid -> request id
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def add(self, instance_uuid: str, request_id: str | None) -> None:
-        with self._lock:
-            self._pending[instance_uuid] = request_id
-            if self._thread is None and not self._stopped:
-                self._thread = threading.Thread(
-                    target=self._run, name="novasched-deferred-deletes", daemon=True
-                )
-                self._thread.start()
-
-    def discard(self, instance_uuid: str) -> None:
-        if self._pending:  # the common case: nothing pending, no lock
-            with self._lock:
-                self._pending.pop(instance_uuid, None)
-
-    def pending(self) -> list[str]:
-        with self._lock:
-            return list(self._pending)
-
-    def stop(self) -> None:
-        self._stopped = True
-        self._wake.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stopped:
-            self._wake.wait(self.interval)
-            with self._lock:
-                items = list(self._pending.items())
-                if not items:
-                    self._thread = None
-                    return
-            for instance_uuid, request_id in items:
-                try:
-                    self._placement.delete_allocation_for_instance(
-                        instance_uuid, request_id=request_id
-                    )
-                except Exception as exc:  # Placement still away: the next round tries again
-                    LOG.debug("Deferred delete of %s failed again: %s", instance_uuid, exc)
-                    break
-                with self._lock:
-                    self._pending.pop(instance_uuid, None)
-                LOG.info(
-                    "Deleted the allocation of instance %s left by rolled-back request %s",
-                    instance_uuid,
-                    request_id or "-",
-                )
-
-
-class ClaimLocks:
-    """Claims this process sends for the same compute node go one after the other.
-
-    Two ``PUT /allocations`` on one provider at the same time make Placement answer one of
-    them 409 ``placement.concurrent_update`` (the provider's generation moved under it; with
-    ``allocation_conflict_retry_count = 1`` Placement does not retry it itself), and the
-    client sends it again after a jittered back-off. Concurrent requests of one process pick
-    the same best host often (they weigh the same hosts), so they wait for each other's
-    claim instead: the second PUT then lands, or is refused for capacity, without the 409
-    and the back-off. Which host a request claims is unchanged. A fixed set of locks, by a
-    hash of the host: two hosts sharing a lock only wait for each other's claims."""
-
-    STRIPES = 256
-
-    def __init__(self) -> None:
-        self._locks = [threading.Lock() for _ in range(self.STRIPES)]
-        self.waited = 0  # claims that waited for another (for tests)
-
-    @contextlib.contextmanager
-    def holding(self, key: str, timeout: float) -> Iterator[bool]:
-        """Hold the host's lock around a claim; after ``timeout`` seconds of waiting, go on
-        without it (as before: Placement still decides)."""
-        lock = self._locks[hash(key) % self.STRIPES]
-        got = lock.acquire(blocking=False)
-        if not got:
-            self.waited += 1
-            got = lock.acquire(timeout=max(0.0, timeout))
-        try:
-            yield got
-        finally:
-            if got:
-                lock.release()
 
 
 @dataclass(slots=True)
@@ -217,8 +111,10 @@ class FilterScheduler:
             and hasattr(self.view, "on_consumer_gone")
         ):
             self.view.on_consumer_gone = release_consumer
-        self.deferred_deletes = DeferredDeletes(placement)
-        self.claim_locks = ClaimLocks()
+        self.claimer = Claimer(placement, self.view_refresher, conf, clock=lambda: _clock())
+        # the claimer's, by their former names
+        self.deferred_deletes = self.claimer.deferred_deletes
+        self.claim_locks = self.claimer.locks
         prefilters.warn_unimplemented_toggles(conf)
         if self._needs_instance_details() and hasattr(host_manager, "instance_details"):
             host_manager.instance_details = True
@@ -275,7 +171,7 @@ class FilterScheduler:
         )
 
     def stop(self) -> None:
-        self.deferred_deletes.stop()
+        self.claimer.stop()
         self.host_manager.stop()
         if self.view_refresher is not None:
             self.view_refresher.stop()
@@ -756,231 +652,6 @@ class FilterScheduler:
             ordered.insert(0, chosen)
         return ordered
 
-    def _claim(
-        self, req: SchedulingRequest, host: HostState, instance_uuid: str
-    ) -> dict[str, Any] | None:
-        """Claim the host's first allocation request for the instance; None when the host
-        has no candidate or the claim was not made (the caller tries the next host, unless
-        ``req.placement_unreachable`` is set).
-
-        A claim whose outcome is unknown (answer lost, 5xx) is settled before returning:
-        used if it landed as asked, deleted if the consumer holds something else, and left
-        in ``req.possibly_claimed`` for the rollback if Placement cannot tell."""
-        cands = req.candidates_for(host)
-        if not cands:
-            LOG.debug("Host %s has no allocation candidate left; skipping it", host.host)
-            return None
-        alloc_req = cands[0]
-        if self._confirms_claims(req) and not self._confirm_claim(req, host, alloc_req):
-            return None
-        # a rollback that could not reach Placement must not delete this new claim later
-        self.deferred_deletes.discard(instance_uuid)
-        LOG.debug(
-            "Attempting to claim resources in the placement API for instance %s on %s",
-            instance_uuid,
-            host.host,
-        )
-        with req.timed("claim"):
-            try:
-                with self.claim_locks.holding(host.uuid or host.host, self._claim_wait(req)):
-                    self.placement.claim_resources(
-                        instance_uuid,
-                        alloc_req,
-                        req.consumer_project_id,
-                        req.consumer_user_id,
-                        request_id=req.request_id,
-                    )
-            except ConsumerGenerationConflict as exc:
-                LOG.warning("The claim of %s on %s met: %s", instance_uuid, host.host, exc)
-                # nova's words; Placement's own text stays in the log
-                raise AllocationUpdateFailed(
-                    instance_uuid,
-                    f"another process changed the consumer {instance_uuid} after the "
-                    "scheduler read the consumer state during the claim",
-                ) from exc
-            except ClaimOutcomeUnknown as exc:
-                LOG.warning(
-                    "The claim of %s on %s may or may not have been made: %s; asking Placement",
-                    instance_uuid,
-                    host.host,
-                    exc,
-                )
-                if self._settle_unknown_claim(req, instance_uuid, exc):
-                    LOG.info("The claim of %s on %s was made after all", instance_uuid, host.host)
-                    req.claims_made += 1
-                    self._assume(instance_uuid, alloc_req)
-                    return alloc_req
-                if not req.placement_unreachable and isinstance(exc, PlacementConnectionError):
-                    req.placement_unreachable = str(exc)
-                req.claim_errors += 1
-                req.placement_errors.append(str(exc))
-                return None
-            except (ClaimConflict, PlacementClientError) as exc:
-                LOG.info(
-                    "Unable to claim resources on %s for instance %s: %s",
-                    host.host,
-                    instance_uuid,
-                    exc,
-                )
-                req.claim_failures += 1
-                if not isinstance(exc, ClaimConflict):
-                    req.placement_errors.append(str(exc))
-                if self.view is not None:
-                    # the view thought it fitted: read those providers again at once
-                    self.view.mark_dirty(alloc_req.get("allocations") or ())
-                return None
-            except PlacementConnectionError as exc:
-                # never reached Placement: nothing was written, and no other host will do better
-                LOG.error(
-                    "Placement unreachable claiming %s on %s: %s", instance_uuid, host.host, exc
-                )
-                req.placement_unreachable = str(exc)
-                req.claims_unsent += 1
-                return None
-            except PlacementError as exc:
-                LOG.warning("Placement error claiming %s on %s: %s", instance_uuid, host.host, exc)
-                req.claim_errors += 1
-                req.placement_errors.append(str(exc))
-                return None
-            req.claims_made += 1
-            self._assume(instance_uuid, alloc_req)
-            return alloc_req
-
-    def _confirms_claims(self, req: SchedulingRequest) -> bool:
-        """Whether the host's allocation request is confirmed with Placement before its
-        claim: candidates from a view that may have missed a change (the API feed), or
-        every view-sourced claim with ``[placement] view_confirm_claims = always``."""
-        if req.candidate_source != "view" or self.view_refresher is None:
-            return False
-        if self.conf.placement.view_confirm_claims == "always":
-            return True
-        return self.view_refresher.may_miss_changes
-
-    def _confirm_claim(
-        self, req: SchedulingRequest, host: HostState, alloc_req: dict[str, Any]
-    ) -> bool:
-        """Whether Placement still offers ``alloc_req`` for this request: the request's own
-        queries confined to the host's provider tree (a claim checks capacity, not traits,
-        aggregates or trees). When it does not, the host is not claimed: its providers are
-        read again and the caller tries the next host, as after a refused claim. When
-        Placement cannot answer, the host is not claimed either (unreachable: the request
-        stops, as for a claim)."""
-        providers = alloc_req.get("allocations") or {}
-        wanted = _resources_by_provider(providers)
-        first = next(iter(providers), None)
-        rec = self.view.record(first) if self.view is not None and first else None
-        tree = rec.root_uuid if rec is not None else first
-        if not tree:
-            return True
-        with req.timed("claim_confirm"):
-            try:
-                offered = False
-                # the request's queries as its candidates were asked (build_queries is a
-                # function of the request), each confined to the host's tree
-                for q in query.build_queries(req, conf=self.conf, unlimited=True):
-                    answer = self.placement.get_allocation_candidates(
-                        q.confined_to(tree), request_id=req.request_id, coalesce=False
-                    )
-                    if any(
-                        _resources_by_provider(a.get("allocations")) == wanted
-                        for a in answer.allocation_requests
-                    ):
-                        offered = True
-                        break
-            except PlacementConnectionError as exc:
-                LOG.error(
-                    "Placement unreachable confirming %s for %s: %s",
-                    host.host,
-                    req.instance_uuid,
-                    exc,
-                )
-                metrics.M.claim_confirmations.labels(result="error").inc()
-                req.placement_unreachable = str(exc)
-                req.claims_unsent += 1
-                return False
-            except PlacementError as exc:
-                LOG.warning("Placement error confirming %s: %s", host.host, exc)
-                metrics.M.claim_confirmations.labels(result="error").inc()
-                req.claim_errors += 1
-                req.placement_errors.append(str(exc))
-                return False
-        if offered:
-            metrics.M.claim_confirmations.labels(result="confirmed").inc()
-            return True
-        LOG.info(
-            "Placement no longer offers host %s for this request (the provider view had not "
-            "seen a change); not claiming it",
-            host.host,
-        )
-        metrics.M.claim_confirmations.labels(result="refused").inc()
-        req.claim_failures += 1
-        req.placement_errors.append(
-            f"host {host.host} is no longer a candidate for {req.query_text} (a change the "
-            "provider view had not seen yet)"
-        )
-        if self.view is not None:
-            self.view.mark_dirty(providers)
-        return False
-
-    def _claim_wait(self, req: SchedulingRequest) -> float:
-        """How long a claim may wait for another claim of the same host: at most one
-        Placement call's timeout, and never past the request's deadline."""
-        wait = float(getattr(self.placement, "timeout", None) or 30.0)
-        return max(0.0, min(wait, req.deadline - _clock()))
-
-    def _assume(self, instance_uuid: str, alloc_req: dict[str, Any]) -> None:
-        """Count a claim Placement took in the provider view at once."""
-        if self.view is not None:
-            self.view.assume(instance_uuid, alloc_req.get("allocations") or {})
-
-    def _settle_unknown_claim(
-        self, req: SchedulingRequest, instance_uuid: str, exc: ClaimOutcomeUnknown
-    ) -> bool:
-        """Find out with ``GET /allocations/{consumer}`` whether a claim whose answer was
-        lost landed. True: the consumer holds exactly what the claim wrote (the host is
-        claimed). False: it does not, and anything else it holds that this claim may have
-        written has been deleted. When Placement cannot answer, the consumer goes to
-        ``req.possibly_claimed`` (the rollback deletes it) and the request is marked
-        unreachable."""
-        wrote = _resources_by_provider(getattr(exc, "allocations", None))
-        before = _resources_by_provider(getattr(exc, "previous", None))
-        try:
-            record = self.placement.get_allocations_for_consumer(
-                instance_uuid, request_id=req.request_id
-            )
-            held = _resources_by_provider((record or {}).get("allocations"))
-            if wrote and held == wrote:
-                return True
-            if not held or held == before:
-                LOG.info("The claim of %s was not made", instance_uuid)
-            else:
-                LOG.warning(
-                    "Instance %s holds allocations that are not this claim's; deleting them",
-                    instance_uuid,
-                )
-                self.placement.delete_allocation_for_instance(
-                    instance_uuid, request_id=req.request_id
-                )
-        except Exception as check_exc:  # any failure: we cannot account for the claim
-            LOG.error(
-                "Could not find out whether the claim of %s was made: %s; it will be deleted "
-                "when the request is rolled back",
-                instance_uuid,
-                check_exc,
-            )
-            if instance_uuid not in req.possibly_claimed:
-                req.possibly_claimed.append(instance_uuid)
-            if not req.placement_unreachable:
-                req.placement_unreachable = (
-                    f"{exc} (and whether the claim was made could not be checked: {check_exc})"
-                )
-            return False
-        if isinstance(exc, PlacementConnectionError) and instance_uuid not in req.possibly_claimed:
-            # a PUT still on its way inside Placement may land after our GET: the rollback
-            # deletes it once more
-            req.possibly_claimed.append(instance_uuid)
-        return False
-
     def _check_deadline(self, req: SchedulingRequest) -> None:
         """Past the request's deadline no claim is made: NoValidHost (the caller rolls
         back every claim of the request)."""
@@ -1015,7 +686,7 @@ class FilterScheduler:
                 claimed = None
                 for host in hosts:
                     self._check_deadline(req)
-                    alloc_req = self._claim(req, host, instance_uuid)
+                    alloc_req = self.claimer.claim(req, host, instance_uuid)
                     if alloc_req is not None:
                         claimed = (host, alloc_req)
                         req.claimed.append(instance_uuid)
@@ -1093,7 +764,7 @@ class FilterScheduler:
             # the chosen hosts have consumed: filter and weigh again for accurate alternates
             hosts = self._get_sorted_hosts(req, hosts, index)
         chosen_keys = {(h.host, h.nodename) for h, _ in chosen}
-        confirm = claimed and num_alts > 0 and self._confirms_claims(req)
+        confirm = claimed and num_alts > 0 and self.claimer.confirms(req)
         out: list[list[Selection]] = []
         for host, alloc_req in chosen:
             selections = [self._selection(req, host, alloc_req)]
@@ -1110,7 +781,7 @@ class FilterScheduler:
                     continue
                 # the conductor claims an alternate as it is: from a view that may have
                 # missed a change, Placement confirms it first (as the chosen host's claim)
-                if confirm and not self._confirm_claim(req, alt, cands[0]):
+                if confirm and not self.claimer.confirm(req, alt, cands[0]):
                     continue
                 selections.append(self._selection(req, alt, cands[0]))
             out.append(selections)
@@ -1153,30 +824,7 @@ class FilterScheduler:
     ) -> None:
         """Delete the request's claims and stop counting what it consumed on ``hosts``
         (under ``keys``; by default its claimed instances' uuids)."""
-        # every consumer this request may have written: its claims, and the claims whose
-        # outcome could not be settled (DELETE is idempotent)
-        consumers = list(dict.fromkeys(req.claimed + req.possibly_claimed))
-        for instance_uuid in consumers:
-            try:
-                self.placement.delete_allocation_for_instance(
-                    instance_uuid, request_id=req.request_id
-                )
-            except Exception as exc:  # the original error must reach the caller now
-                LOG.error(
-                    "Could not delete the allocation of instance %s while rolling back: %s; "
-                    "retrying every %.0f s until Placement takes it",
-                    instance_uuid,
-                    exc,
-                    self.deferred_deletes.interval,
-                )
-                self.deferred_deletes.add(instance_uuid, req.request_id)
-        if consumers:
-            LOG.info("Rolled back the claims of %d instance(s)", len(consumers))
-            if self.view is not None:
-                for instance_uuid in consumers:
-                    self.view.forget(instance_uuid)
-        req.claimed.clear()
-        req.possibly_claimed.clear()
+        consumers = self.claimer.delete(req)
         # our consumption is void (nova rebuilds its HostStates on the next request; ours
         # are cached): each host counts its last report and the consumptions of others
         hosts = list(hosts)
@@ -1269,14 +917,3 @@ def _count_request(req: SchedulingRequest) -> None:
         m.claims.labels(result="error").inc(req.claim_errors)
     if req.claims_unsent:
         m.claims.labels(result="unsent").inc(req.claims_unsent)
-
-
-def _resources_by_provider(allocations: Any) -> dict[str, dict[str, int]]:
-    """``{rp: {rc: amount}}`` of an allocations record (generations and zeros left out),
-    so that what a claim wrote and what Placement holds can be compared."""
-    out: dict[str, dict[str, int]] = {}
-    for rp, alloc in (allocations or {}).items():
-        resources = {rc: int(n) for rc, n in ((alloc or {}).get("resources") or {}).items() if n}
-        if resources:
-            out[rp] = resources
-    return out

@@ -13,7 +13,8 @@ Three helpers, with nova's semantics:
 
 ``OverrideCache`` memoizes ``aggregate_override`` per combination of aggregates within one batch
 of hosts: hosts in the same aggregates share one computation (and one warning);
-``per_aggregate_set`` does the same for any per-host check that depends only on the aggregates.
+``per_aggregate_set`` does the same for any per-host check that depends only on the aggregates
+(the filter handler's, for a filter with ``per_aggregates``).
 """
 
 from __future__ import annotations

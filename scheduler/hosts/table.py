@@ -6,7 +6,7 @@ truth. The table mirrors, per host, the few values the built-in filters and weig
 every request, in NumPy arrays indexed by the host's row:
 
 - numeric columns registered by weighers whose raw value depends only on the host
-  (``BaseHostWeigher.host_column``): ``free_ram_mb``, free vCPUs, ... as float64, NaN when the
+  (``@weighers.host_column``): ``free_ram_mb``, free vCPUs, ... as float64, NaN when the
   host's value is not a plain finite number (the caller then asks the host itself);
 - code columns: a small integer per host standing for a value many hosts share
   (``supported_instances``, a ``stats`` key), with the distinct values in a list, so that a

@@ -5,8 +5,6 @@ import pytest
 from tests.differential.harness import NovaError
 from tests.hunt import examples
 
-pytestmark = pytest.mark.functional
-
 
 def test_worker_answers_from_nova_34(nova):
     answer = nova.call("echo", "version", {"a": [1, 2]})

@@ -27,14 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.resources import numa
 from tests.hunt import examples
-
-pytestmark = pytest.mark.functional
 
 PHYSNETS = ("physnet0", "physnet1", "physnet2")
 PAGE_2M = 2048

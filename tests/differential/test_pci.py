@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,8 +39,6 @@ from scheduler.objects import Flavor, RequestGroup, RequestSpec
 from scheduler.resources import pci
 from tests.hunt import examples
 from tests.unit.filters.fakes import make_host, make_spec
-
-pytestmark = pytest.mark.functional
 
 SETTINGS = settings(
     max_examples=examples(150),

@@ -35,7 +35,6 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import microversion_parse
-import pytest
 import webob
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -51,8 +50,6 @@ from scheduler.placement.query import build_queries
 from scheduler.request import SchedulingRequest
 from scheduler.rpc import wire
 from tests.hunt import examples
-
-pytestmark = pytest.mark.functional
 
 HUNTING = os.environ.get("NOVASCHED_HUNT", "").strip() not in ("", "0")
 REFUSED = "refused"  # nova raises; we raise InvalidRequest

@@ -31,8 +31,6 @@ from tests.faults.fixtures import TINY, build_fault_cloud
 from tests.functional.fixtures_cloud import PROJECT, USER
 from tests.hunt import examples
 
-pytestmark = pytest.mark.functional
-
 MIB = 1024 * 1024
 # how many malformed calls one run sends (each is one round trip over RabbitMQ); hunt mode
 # (NOVASCHED_HUNT, tests/hunt.py) sends more

@@ -13,8 +13,6 @@ import pytest
 from scheduler.exceptions import NoValidHost
 from tests.faults.fixtures import FaultCloud, build_fault_cloud
 
-pytestmark = pytest.mark.functional
-
 
 @contextlib.contextmanager
 def _cloud(tmp_path, **kw) -> Iterator[FaultCloud]:

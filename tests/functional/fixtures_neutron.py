@@ -119,7 +119,11 @@ class NeutronStandIn:
         self._server.daemon_threads = True
         self._server.stand_in = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="neutron-stand-in", daemon=True
+            target=self._server.serve_forever,
+            name="neutron-stand-in",
+            daemon=True,
+            # shutdown() waits for the loop to notice, up to one poll interval
+            kwargs={"poll_interval": 0.02},
         )
         self._thread.start()
         return self.url

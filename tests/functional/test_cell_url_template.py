@@ -26,8 +26,6 @@ from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
 from tests.functional.fixtures_nova import _run_nova_side, nova_python  # noqa: F401
 
-pytestmark = pytest.mark.functional
-
 SMALL = Flavor(name="m1.small", flavorid="2", vcpus=1, memory_mb=512, root_gb=1)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import uuid
 
-import pytest
 import sqlalchemy as sa
 
 import db
@@ -15,8 +14,6 @@ from scheduler.cmd import manage
 from scheduler.demo.fleet import FleetSpec, build_fleet, load_fleet
 from tests.functional.fixtures_db import make_database, server_db, server_kind  # noqa: F401
 from tests.functional.fixtures_placement import placement_service  # noqa: F401
-
-pytestmark = pytest.mark.functional
 
 API_TABLES = {
     "cell_mappings",

@@ -6,10 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.functional
-
 MANAGE = Path(sys.executable).with_name("novasched-manage")
 
 

@@ -36,8 +36,6 @@ from tests.functional.fixtures_db import make_database
 from tests.functional.fixtures_placement import placement_service  # noqa: F401
 from tests.functional.fixtures_rabbit import rabbit_transport_url  # noqa: F401
 
-pytestmark = pytest.mark.functional
-
 MANAGE = Path(sys.executable).with_name("novasched-manage")
 CHECK_NAMES = [
     "Filters, weighers and driver",

@@ -43,8 +43,6 @@ from tests.unit.scheduler.drivers.test_filter_scheduler import (
     make_host,
 )
 
-pytestmark = pytest.mark.functional
-
 PROJECT = "6f70656e-7374-6163-6b00-70726f6a6563"
 USER = "75736572-0000-4000-8000-000000000001"
 HOST = "notif-host"

@@ -28,8 +28,6 @@ from tests.functional.fixtures_placement import (  # noqa: F401 - pytest fixture
     placement_service,
 )
 
-pytestmark = pytest.mark.functional
-
 PROJECT = "p-" + uuid.uuid4().hex[:8]
 USER = "u-" + uuid.uuid4().hex[:8]
 

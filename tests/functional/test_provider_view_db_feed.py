@@ -32,8 +32,6 @@ from tests.functional.fixtures_placement import (  # noqa: F401 - pytest fixture
     placement_service,
 )
 
-pytestmark = pytest.mark.functional
-
 PROJECT = "p-" + uuid.uuid4().hex[:8]
 USER = "u-" + uuid.uuid4().hex[:8]
 NEVER = 1e9  # full_scan_every: no timed full scan, so the incremental paths are the ones tested

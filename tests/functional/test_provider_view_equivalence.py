@@ -43,8 +43,6 @@ from provider_view import ApiFeed, ProviderView
 from scheduler.demo.embedded_placement import EmbeddedPlacement
 from tests.hunt import examples
 
-pytestmark = pytest.mark.functional
-
 PROJECT = "p-" + uuid.uuid4().hex[:8]
 USER = "u-" + uuid.uuid4().hex[:8]
 

@@ -37,8 +37,6 @@ from tests.functional.test_provider_view_db_feed import (  # noqa: F401 - fixtur
 )
 from tests.functional.test_race import mariadb_race_cloud
 
-pytestmark = pytest.mark.functional
-
 HOSTS = 4
 SLOW = 60.0  # the background refresh: never within a test
 MARK = "CUSTOM_FRESH_MARK"  # set on one host just before a request

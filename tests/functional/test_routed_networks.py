@@ -31,8 +31,6 @@ from tests.functional.fixtures_neutron import NeutronStandIn
 from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
 from tests.unit.scheduler.drivers.test_filter_scheduler import FakeHostManager, make_host
 
-pytestmark = pytest.mark.functional
-
 NET_A = "9d1c0a5e-0000-4000-8000-0000000000a1"  # routed: segment A only
 NET_AB = "9d1c0a5e-0000-4000-8000-0000000000a2"  # routed: segments A and B
 NET_PLAIN = "9d1c0a5e-0000-4000-8000-0000000000a3"  # not routed

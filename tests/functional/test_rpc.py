@@ -37,8 +37,6 @@ from tests.functional.fixtures_rabbit import (  # noqa: F401  (pytest fixtures)
 )
 from tests.samples import NOVA_SELECT_DESTINATIONS
 
-pytestmark = pytest.mark.functional
-
 SAMPLE = NOVA_SELECT_DESTINATIONS
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

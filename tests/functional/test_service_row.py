@@ -26,8 +26,6 @@ from tests.faults.proxy import FaultProxy
 from tests.functional.fixtures_db import mariadb_db  # noqa: F401  (pytest fixture)
 from tests.functional.fixtures_nova import _run_nova_side, nova_python  # noqa: F401
 
-pytestmark = pytest.mark.functional
-
 # nova's judgement in the probe: a heartbeat older than this is down
 DOWN_TIME = 3
 

@@ -11,10 +11,9 @@ configuration, not from the hosts in the request.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
-from filters import BaseHostFilter, FilterOutcome, Reject
+from filters import BaseHostFilter, Reject
 from novasched_example_plugins import conf as plugin_conf
 from scheduler.conf import CONF
 
@@ -45,29 +44,17 @@ class DedicatedCloudFilter(BaseHostFilter):
     RUN_ON_REBUILD = False
     # the project and the aggregates do not change between the instances of a request
     run_filter_once_per_request = True
+    # check reads nothing of a host but its aggregates: the handler checks one host per set
+    # of aggregates and gives the hosts that share it the same answer
+    per_aggregates = True
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
-        dedicated = set(CONF[plugin_conf.GROUP].dedicated_projects)
-        return self._check(host_state, dedicated_owners(host_state), spec_obj.project_id, dedicated)
+    def prepare(self, spec_obj: Any) -> tuple[str | None, set[str]]:
+        """The project and the option, read once per request."""
+        return spec_obj.project_id, set(CONF[plugin_conf.GROUP].dedicated_projects)
 
-    def filter_hosts(self, host_states: Iterable[Any], spec_obj: Any) -> FilterOutcome:
-        """Same answer as ``host_passes``, with the option read once and the owners worked
-        out once per set of aggregates (most hosts share a few)."""
-        project = spec_obj.project_id
-        dedicated = set(CONF[plugin_conf.GROUP].dedicated_projects)
-        owners_of: dict[tuple[int, ...], frozenset[str]] = {}
-        outcome = FilterOutcome()
-        for host in host_states:
-            key = tuple(map(id, host.aggregates))
-            owners = owners_of.get(key)
-            if owners is None:
-                owners = owners_of[key] = dedicated_owners(host)
-            result = self._check(host, owners, project, dedicated)
-            if result is True:
-                outcome.passed.append(host)
-            else:
-                outcome.rejected.append((host, result.reason))
-        return outcome
+    def check(self, host_state: Any, request: tuple[str | None, set[str]]) -> bool | Reject:
+        project, dedicated = request
+        return self._check(host_state, dedicated_owners(host_state), project, dedicated)
 
     @staticmethod
     def _check(

@@ -21,7 +21,7 @@ from typing import Any
 
 from oslo_utils import strutils
 
-from filters import BaseHostFilter, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 
 LOG = logging.getLogger(__name__)
 
@@ -70,14 +70,17 @@ class LocalDiskFilter(BaseHostFilter):
     # free_disk_mb goes down with each instance of a multi-create
     run_filter_once_per_request = False
 
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool | Reject:
+    def prepare(self, spec_obj: Any) -> int | Any:
+        """The MiB needed on the host's disks; PASS_ALL for other flavors."""
         if not wants_local_disk(spec_obj.flavor):
-            return True
+            return PASS_ALL
+        return local_disk_mb(spec_obj)
+
+    def check(self, host_state: Any, needed: int) -> bool | Reject:
         if declared_local_storage(host_state) is False:
             if LOG.isEnabledFor(logging.DEBUG):
                 LOG.debug("%s has no local storage", host_state)
             return NO_LOCAL_STORAGE
-        needed = local_disk_mb(spec_obj)
         if host_state.free_disk_mb < needed:
             if LOG.isEnabledFor(logging.DEBUG):
                 LOG.debug(

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 from novasched_example_plugins import conf as plugin_conf
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, Same
 
 RACK_KEY = "rack"
 SPREAD_POLICIES = frozenset({"anti-affinity", "soft-anti-affinity"})
@@ -40,17 +40,16 @@ class RackSpreadWeigher(BaseHostWeigher):
     multiplier_option = "rack_spread_weight_multiplier"
     multiplier_group = plugin_conf.GROUP
 
-    def _weigh_object(self, host_state: Any, weight_properties: Any) -> float:
-        return self.weigh_objects([host_state], weight_properties)[0]
-
-    def weigh_objects(self, host_states: list[Any], weight_properties: Any) -> list[float]:
+    def prepare(self, weight_properties: Any, hosts: list[Any]) -> dict[str, float] | Same:
+        """Once per request, over the hosts being weighed: each host's raw weight, by name;
+        Same(0.0) when the request asks no spreading."""
         group = getattr(weight_properties, "instance_group", None)
         if group is None or group.policy not in SPREAD_POLICIES or not group.hosts:
-            return [0.0] * len(host_states)
+            return Same(0.0)
         # which rack each host name is in: the rack aggregates list all their hosts, also
         # those not among the candidates; a rack known from stats only covers these hosts
         rack_by_host: dict[str, str] = {}
-        for host in host_states:
+        for host in hosts:
             rack = rack_of(host)
             if rack is not None:
                 rack_by_host.setdefault(host.host, rack)
@@ -60,4 +59,8 @@ class RackSpreadWeigher(BaseHostWeigher):
                     for name in agg.hosts:
                         rack_by_host.setdefault(name, agg_rack)
         members = Counter(rack_by_host.get(name, f"host:{name}") for name in set(group.hosts))
-        return [-float(members[rack_by_host.get(h.host, f"host:{h.host}")]) for h in host_states]
+        return {h.host: -float(members[rack_by_host.get(h.host, f"host:{h.host}")]) for h in hosts}
+
+    def weigh(self, host_state: Any, weights: dict[str, float]) -> float:
+        """Minus the number of the group's hosts in this host's rack."""
+        return weights[host_state.host]

@@ -7,6 +7,7 @@ from example_builders import make_aggregate, make_host, make_spec
 from novasched_example_plugins.dedicated_cloud_filter import DedicatedCloudFilter
 
 from filters import Reject
+from filters.handler import apply_filter
 from scheduler.conf import CONF
 
 
@@ -59,12 +60,13 @@ def test_a_request_without_project_only_gets_shared_hosts(hosts):
     assert passing(hosts, make_spec(None)) == ["s1", "s2"]
 
 
-def test_batch_gives_the_same_answer_as_host_passes(hosts):
+def test_a_list_of_hosts_gets_the_same_answer_as_host_passes(hosts):
+    # as the handler runs it: prepare once, then check per host
     CONF.set_override("dedicated_projects", ["proj-b"], group="example_plugins")
     filt = DedicatedCloudFilter()
     for project in ("proj-a", "proj-b", "proj-c", None):
         spec = make_spec(project)
-        outcome = filt.filter_hosts(list(hosts.values()), spec)
+        outcome = apply_filter(filt, list(hosts.values()), spec)
         assert [h.host for h in outcome.passed] == passing(hosts, spec)
         for host, reason in outcome.rejected:
             assert reason == filt.host_passes(host, spec).reason

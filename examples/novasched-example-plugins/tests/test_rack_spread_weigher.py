@@ -7,7 +7,8 @@ from novasched_example_plugins.rack_spread_weigher import RackSpreadWeigher, rac
 
 from scheduler.conf import CONF
 from scheduler.objects import InstanceGroup
-from weighers.handler import WeightHandler
+from weighers import Same
+from weighers.handler import WeightHandler, raw_values
 
 
 def racks():
@@ -21,6 +22,12 @@ def racks():
         "s3": make_host("s3", stats={"rack": "rack3"}),
         "lone": make_host("lone"),
     }
+
+
+def weigh_all(weigher, hosts, spec):
+    """The weigher's raw value for each host, as the weight handler gets them."""
+    values = raw_values(weigher, hosts, spec)
+    return [values.value] * len(hosts) if isinstance(values, Same) else values
 
 
 def group_spec(policy: str, hosts: list[str]):
@@ -40,7 +47,7 @@ def test_racks_with_fewer_group_hosts_weigh_more():
     hosts = racks()
     # r1c is not a candidate (full), but its rack aggregate says it is in rack1
     spec = group_spec("anti-affinity", ["r1c", "r1a", "r2a"])
-    raw = RackSpreadWeigher().weigh_objects(list(hosts.values()), spec)
+    raw = weigh_all(RackSpreadWeigher(), list(hosts.values()), spec)
     assert dict(zip(hosts, raw, strict=True)) == {
         "r1a": -2.0,
         "r1b": -2.0,
@@ -54,7 +61,7 @@ def test_racks_with_fewer_group_hosts_weigh_more():
 def test_a_host_without_rack_is_a_rack_of_its_own():
     hosts = racks()
     spec = group_spec("soft-anti-affinity", ["lone"])
-    raw = RackSpreadWeigher().weigh_objects(list(hosts.values()), spec)
+    raw = weigh_all(RackSpreadWeigher(), list(hosts.values()), spec)
     assert dict(zip(hosts, raw, strict=True))["lone"] == -1.0
     assert sum(raw) == -1.0
 
@@ -62,9 +69,9 @@ def test_a_host_without_rack_is_a_rack_of_its_own():
 def test_no_preference_without_a_spreading_group():
     hosts = list(racks().values())
     weigher = RackSpreadWeigher()
-    assert weigher.weigh_objects(hosts, make_spec()) == [0.0] * len(hosts)
-    assert weigher.weigh_objects(hosts, group_spec("affinity", ["r1a"])) == [0.0] * len(hosts)
-    assert weigher.weigh_objects(hosts, group_spec("anti-affinity", [])) == [0.0] * len(hosts)
+    assert weigh_all(weigher, hosts, make_spec()) == [0.0] * len(hosts)
+    assert weigh_all(weigher, hosts, group_spec("affinity", ["r1a"])) == [0.0] * len(hosts)
+    assert weigh_all(weigher, hosts, group_spec("anti-affinity", [])) == [0.0] * len(hosts)
 
 
 def test_sorted_by_the_weight_handler_and_the_multiplier():
@@ -86,3 +93,10 @@ def test_an_aggregate_overrides_the_multiplier():
     host = make_host("h", aggregates=[make_aggregate(rack_spread_weight_multiplier="0.25")])
     assert weigher.weight_multiplier(host) == 0.25
     assert weigher.weight_multiplier(make_host("x")) == 1.0
+
+
+def test_a_rack_known_from_stats_covers_the_hosts_weighed_with_it():
+    # prepare sees every host being weighed: two hosts whose stats name the same rack share it
+    hosts = [make_host("s3", stats={"rack": "rack3"}), make_host("s4", stats={"rack": "rack3"})]
+    spec = group_spec("anti-affinity", ["s3"])
+    assert weigh_all(RackSpreadWeigher(), hosts, spec) == [-1.0, -1.0]

@@ -7,6 +7,8 @@ import datetime
 from collections.abc import Iterator
 from typing import Any
 
+from filters import FilterOutcome
+from filters.handler import apply_filter
 from scheduler.conf import CONF
 from scheduler.hosts.state import HostState
 from scheduler.hosts.table import HostTable
@@ -79,3 +81,9 @@ def tabled(hosts: list[HostState]) -> tuple[HostTable, Any]:
     for host in hosts:
         table.add(host)
     return table, table.rows_of(hosts)
+
+
+def run_filter(filter_: Any, hosts: list[HostState], spec: Any) -> FilterOutcome:
+    """One filter over ``hosts`` as the handler runs it host by host (``prepare`` once,
+    then ``check``): the passing hosts and the removed ones with their reasons."""
+    return apply_filter(filter_, list(hosts), spec)

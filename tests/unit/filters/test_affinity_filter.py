@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from filters.affinity_filter import ServerGroupAffinityFilter, ServerGroupAntiAffinityFilter
 from scheduler.objects import InstanceGroup
-from tests.unit.filters.fakes import make_host, make_spec
+from tests.unit.filters.fakes import make_host, make_spec, run_filter
 
 
 def group(policy, members=(), hosts=(), **rules):
@@ -67,10 +67,10 @@ def test_affinity_ignores_other_policies():
     assert aff(make_host("host2"), make_spec()) is True
 
 
-def test_batch_keeps_order_and_reasons():
+def test_run_filter_keeps_order_and_reasons():
     hosts = [make_host(n) for n in ("c", "a", "b")]
     spec = make_spec(group=group("affinity", hosts=["a", "c"]))
-    outcome = ServerGroupAffinityFilter().filter_hosts(hosts, spec)
+    outcome = run_filter(ServerGroupAffinityFilter(), hosts, spec)
     assert [h.host for h in outcome.passed] == ["c", "a"]
     assert [h.host for h, _ in outcome.rejected] == ["b"]
 

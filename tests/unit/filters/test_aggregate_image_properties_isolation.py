@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from filters.aggregate_image_properties_isolation import AggregateImagePropertiesIsolation
-from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override, run_filter
 
 NS = "aggregate_image_properties_isolation_namespace"
 SEP = "aggregate_image_properties_isolation_separator"
@@ -16,7 +16,7 @@ def passes(image_props, *aggregates):
     host = make_host(aggregates=list(aggregates))
     spec = make_spec(image_props=image_props)
     single = filt.host_passes(host, spec)
-    outcome = filt.filter_hosts([host], spec)
+    outcome = run_filter(filt, [host], spec)
     assert bool(outcome.passed) == bool(single)
     assert [r for _, r in outcome.rejected] == ([] if single else [single.reason])
     return single

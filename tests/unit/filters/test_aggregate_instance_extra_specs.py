@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from filters.aggregate_instance_extra_specs import AggregateInstanceExtraSpecsFilter
-from tests.unit.filters.fakes import make_aggregate, make_host, make_spec
+from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, run_filter
 
 
 def passes(extra_specs, *aggregates):
@@ -11,7 +11,7 @@ def passes(extra_specs, *aggregates):
     host = make_host(aggregates=list(aggregates))
     spec = make_spec(extra_specs=extra_specs)
     single = filt.host_passes(host, spec)
-    outcome = filt.filter_hosts([host], spec)
+    outcome = run_filter(filt, [host], spec)
     assert bool(outcome.passed) == bool(single)
     assert [r for _, r in outcome.rejected] == ([] if single else [single.reason])
     return single

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from filters.aggregate_multitenancy_isolation import AggregateMultiTenancyIsolation
-from tests.unit.filters.fakes import make_aggregate, make_host, make_spec
+from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, run_filter
 
 
 def passes(project_id, *aggregates):
@@ -12,7 +12,7 @@ def passes(project_id, *aggregates):
     spec = make_spec()
     spec.project_id = project_id
     single = filt.host_passes(host, spec)
-    outcome = filt.filter_hosts([host], spec)
+    outcome = run_filter(filt, [host], spec)
     assert bool(outcome.passed) == bool(single)
     assert [r for _, r in outcome.rejected] == ([] if single else [single.reason])
     return single

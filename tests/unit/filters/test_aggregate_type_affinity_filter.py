@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from filters.type_affinity import AggregateTypeAffinityFilter
-from tests.unit.filters.fakes import make_aggregate, make_host, make_spec
+from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, run_filter
 
 
 def passes(flavor_name, *aggregates):
@@ -12,7 +12,7 @@ def passes(flavor_name, *aggregates):
     spec = make_spec()
     spec.flavor.name = flavor_name
     single = filt.host_passes(host, spec)
-    outcome = filt.filter_hosts([host], spec)
+    outcome = run_filter(filt, [host], spec)
     assert bool(outcome.passed) == bool(single)
     assert [r for _, r in outcome.rejected] == ([] if single else [single.reason])
     return single

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from filters.compute_capabilities_filter import ComputeCapabilitiesFilter
-from tests.unit.filters.fakes import make_host, make_spec
+from tests.unit.filters.fakes import make_host, make_spec, run_filter
 
 CPU_INFO = json.dumps(
     {
@@ -91,7 +91,7 @@ def test_every_spec_must_match():
     assert not check(specs)
 
 
-def test_batch_gives_the_same_answer_and_reasons():
+def test_run_filter_gives_the_same_answer_and_reasons():
     hosts = [
         make_host("a", cpu_info=CPU_INFO),
         make_host("b", cpu_info=json.dumps({"arch": "aarch64"})),
@@ -99,7 +99,7 @@ def test_batch_gives_the_same_answer_and_reasons():
     ]
     spec = make_spec(extra_specs={"capabilities:cpu_info:arch": "x86_64"})
     filt = ComputeCapabilitiesFilter()
-    outcome = filt.filter_hosts(hosts, spec)
+    outcome = run_filter(filt, hosts, spec)
     assert [h.host for h in outcome.passed] == ["a"]
     assert [(h.host, r) for h, r in outcome.rejected] == [
         ("b", filt.host_passes(hosts[1], spec).reason),

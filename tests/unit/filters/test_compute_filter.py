@@ -1,8 +1,10 @@
-"""ComputeFilter: enabled and up services pass; the batch path equals the per-host path."""
+"""ComputeFilter: enabled and up services pass; prepare+check over a list and the columns
+equal the per-host path."""
 
 from __future__ import annotations
 
 import datetime
+import logging
 import types
 from unittest import mock
 
@@ -14,7 +16,15 @@ from oslo_utils import timeutils
 
 from filters import compute_filter
 from filters.compute_filter import ComputeFilter
-from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override, tabled
+from tests.unit.filters.fakes import (
+    NOW,
+    make_host,
+    make_service,
+    make_spec,
+    override,
+    run_filter,
+    tabled,
+)
 
 
 def ago(seconds: float) -> datetime.datetime:
@@ -94,7 +104,7 @@ services = st.fixed_dictionaries(
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(services, max_size=12), st.integers(1, 150))
-def test_batch_filter_hosts_equals_per_host_host_passes(service_list, down_time):
+def test_run_filter_equals_per_host_host_passes(service_list, down_time):
     hosts = [make_host(f"h{i}", service=s) for i, s in enumerate(service_list)]
     spec = make_spec()
     filt = ComputeFilter()
@@ -103,7 +113,7 @@ def test_batch_filter_hosts_equals_per_host_host_passes(service_list, down_time)
         mock.patch.object(compute_filter.LOG, "warning"),
         override("service_down_time", down_time),
     ):
-        outcome = filt.filter_hosts(hosts, spec)
+        outcome = run_filter(filt, hosts, spec)
         per_host = [(h, filt.host_passes(h, spec)) for h in hosts]
     assert outcome.passed == [h for h, r in per_host if r]
     assert outcome.rejected == [(h, r.reason) for h, r in per_host if not r]
@@ -138,6 +148,21 @@ def test_columns_equal_per_host_for_any_service_down_time(service_list, down_tim
     codes = [] if outcome.codes is None else outcome.codes.tolist()
     assert [outcome.reasons[c] for c, r in zip(codes, per_host, strict=True) if not r] == [
         r.reason for r in per_host if not r
+    ]
+
+
+def test_the_per_host_path_warns_per_host_as_nova_does(caplog):
+    # the one line per request is the column path's (filter_rows)
+    stale = ago(3600)
+    hosts = [make_host(f"h{i}", service=make_service(last_seen_up=stale)) for i in range(3)]
+    hosts.append(make_host("off", service=make_service(disabled=True)))
+    filt = ComputeFilter()
+    filt.now = lambda: NOW
+    with caplog.at_level(logging.WARNING, logger="filters.compute_filter"):
+        outcome = run_filter(filt, hosts, make_spec())
+    assert outcome.passed == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{h} has not been heard from in a while" for h in hosts[:3]
     ]
 
 

@@ -19,7 +19,7 @@ from filters.compute_filter import ComputeFilter
 from filters.handler import FilterHandler, HostList
 from filters.image_props_filter import ImagePropertiesFilter
 from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override, tabled
-from tests.unit.filters.test_default_filters_batch_equals_per_host import (
+from tests.unit.filters.test_default_filters_list_equals_per_host import (
     SETTINGS,
     capability_hosts,
     compute_case,
@@ -33,7 +33,7 @@ from tests.unit.filters.test_default_filters_batch_equals_per_host import (
 
 def by_rows(filt, hosts, spec):
     """(passed, rejected) from ``filter_rows``, or None when it leaves the hosts to
-    ``filter_hosts``."""
+    ``check``."""
     table, rows = tabled(hosts)
     outcome = filt.filter_rows(table, rows, spec)
     if outcome is None:
@@ -213,13 +213,13 @@ def test_filter_handler_report_is_the_same_with_and_without_columns(case, index)
 
 
 class OnlyEvenHosts(ComputeFilter):
-    """A plugin that extends a built-in filter: its own host_passes must decide."""
+    """A plugin that extends a built-in filter: its own check must decide."""
 
-    def host_passes(self, host_state, spec_obj):
+    def check(self, host_state, prepared):
         return int(host_state.host[1:]) % 2 == 0
 
 
-def test_a_subclass_that_changes_host_passes_is_not_answered_by_the_columns():
+def test_a_subclass_that_changes_check_is_not_answered_by_the_columns():
     hosts = [make_host(f"h{i}", service=make_service(last_seen_up=NOW)) for i in range(6)]
     table, _ = tabled(hosts)
     with columns_from(0):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from filters import Reject
 from filters.capacity import CapacityFilter
 from filters.different_host_filter import InstanceHintFilter
@@ -12,7 +14,7 @@ from filters.handler import FilterHandler
 from filters.ram_filter import RamFilter
 from filters.same_host_filter import SameHostFilter
 from scheduler.objects import Flavor
-from tests.unit.filters.fakes import make_aggregate, make_host, make_spec
+from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, run_filter
 
 SWAP_LOG = logging.getLogger("tests.swap")
 
@@ -65,13 +67,21 @@ def test_the_limit_keeps_the_type_of_total_times_ratio():
 
 
 class OnlyFirstHost(SameHostFilter):
-    """A plugin that extends a built-in batch filter: its own host_passes must decide."""
+    """A plugin that extends a built-in filter: its own check must decide."""
 
-    def host_passes(self, host_state, spec_obj):
+    def check(self, host_state, prepared):
         return host_state.host == "h0"
 
 
-def test_a_subclass_that_changes_host_passes_is_asked_through_it():
+def test_a_subclass_that_overrides_host_passes_under_check_is_refused():
+    with pytest.raises(TypeError, match="overrides host_passes.*override check"):
+
+        class Late(SameHostFilter):
+            def host_passes(self, host_state, spec_obj):
+                return True
+
+
+def test_a_subclass_that_changes_check_is_asked_through_it():
     hosts = [make_host(f"h{i}", instances={"a": None}) for i in range(3)]
     spec = make_spec(hints={"same_host": ["a"]})
     assert [h.host for h in FilterHandler([OnlyFirstHost()]).run(hosts, spec).hosts] == ["h0"]
@@ -84,10 +94,10 @@ class NotNextToHint(InstanceHintFilter):
     hint, runs_hinted, reject = "not_next_to", False, Reject("runs a not_next_to instance")
 
 
-def test_an_instance_hint_filter_of_one_s_own_agrees_in_batch_and_per_host():
+def test_an_instance_hint_filter_of_one_s_own_agrees_over_a_list_and_per_host():
     hosts = [make_host("h0", instances={"a": None}), make_host("h1", instances={"b": None})]
     spec = make_spec(hints={"not_next_to": "a"})
-    outcome = NotNextToHint().filter_hosts(hosts, spec)
+    outcome = run_filter(NotNextToHint(), hosts, spec)
     assert outcome.passed == [hosts[1]]
     assert outcome.rejected == [(hosts[0], "runs a not_next_to instance")]
     assert [bool(NotNextToHint().host_passes(h, spec)) for h in hosts] == [False, True]

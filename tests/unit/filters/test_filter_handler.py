@@ -6,13 +6,14 @@ import logging
 
 import pytest
 
-from filters import BaseHostFilter, Reject
+from filters import PASS_ALL, BaseHostFilter, Reject
 from filters.all_hosts_filter import AllHostsFilter
 from filters.compute_filter import ComputeFilter
 from filters.handler import FilterError, FilterHandler, FilterReport, FilterStep, load_filters
 from filters.image_props_filter import ImagePropertiesFilter
+from filters.nova_adapter import NovaFilterAdapter
 from scheduler.exceptions import NoValidHost, PluginNotFound
-from tests.unit.filters.fakes import make_host, make_service, make_spec
+from tests.unit.filters.fakes import make_aggregate, make_host, make_service, make_spec
 
 
 class RecordingFilter(BaseHostFilter):
@@ -25,13 +26,13 @@ class RecordingFilter(BaseHostFilter):
         self.run_filter_once_per_request = once
         self.RUN_ON_REBUILD = on_rebuild
 
-    def host_passes(self, host_state, spec_obj):
-        return Reject(self.reason) if host_state.host in self.reject else True
+    def prepare(self, spec_obj):
+        self.calls.append([])
+        return spec_obj
 
-    def filter_hosts(self, host_states, spec_obj):
-        host_states = list(host_states)
-        self.calls.append([h.host for h in host_states])
-        return super().filter_hosts(host_states, spec_obj)
+    def check(self, host_state, spec_obj):
+        self.calls[-1].append(host_state.host)
+        return Reject(self.reason) if host_state.host in self.reject else True
 
 
 class FirstFilter(RecordingFilter):
@@ -154,11 +155,13 @@ def test_a_failing_filter_fails_the_request_with_its_name(caplog):
 
 
 def test_nova_style_filter_all_is_used_and_dropped_hosts_get_a_reason():
-    class NovaStyle(BaseHostFilter):
+    class NovaStyle:  # a class written for nova: run through the adapter
         def filter_all(self, filter_obj_list, spec_obj):
             return (h for h in filter_obj_list if h.host != "b")
 
-    report = FilterHandler([NovaStyle()]).run(hosts("a", "b", "c"), make_spec())
+    report = FilterHandler([NovaFilterAdapter(NovaStyle(), "mycloud.NovaStyle")]).run(
+        hosts("a", "b", "c"), make_spec()
+    )
     assert names(report.hosts) == ["a", "c"]
     assert report.removed_by == {"NovaStyle": {"rejected": 1}}
 
@@ -214,24 +217,89 @@ def test_all_hosts_filter_passes_everything():
 
 
 def test_filter_all_returning_none_stops_filtering():
-    class Stopper(BaseHostFilter):
+    class Stopper:
         def filter_all(self, filter_obj_list, spec_obj):
             return None
 
     second = SecondFilter()
-    report = FilterHandler([Stopper(), second]).run(hosts("a", "b"), make_spec())
+    report = FilterHandler([NovaFilterAdapter(Stopper(), "mycloud.Stopper"), second]).run(
+        hosts("a", "b"), make_spec()
+    )
     assert report.hosts == []
     assert second.calls == []
     assert report.removed_by == {"Stopper": {"filter asked to stop filtering": 2}}
 
 
-def test_filter_hosts_returning_a_plain_list_is_accepted():
-    class ListFilter(BaseHostFilter):
-        default_reason = "not on the list"
+@pytest.mark.parametrize("old", ["filter_hosts", "filter_all"])
+def test_a_filter_of_ours_with_the_old_batch_methods_is_refused_with_the_way_out(old):
+    with pytest.raises(TypeError, match=rf"defines {old}\(\).*prepare\(spec_obj\).*check\("):
+        type("OldStyle", (BaseHostFilter,), {old: lambda self, hosts, spec: hosts})
 
-        def filter_hosts(self, host_states, spec_obj):
-            return [h for h in host_states if h.host == "b"]
 
-    report = FilterHandler([ListFilter()]).run(hosts("a", "b"), make_spec())
-    assert names(report.hosts) == ["b"]
-    assert report.removed_by == {"ListFilter": {"not on the list": 1}}
+def test_prepare_runs_once_per_run_and_check_once_per_host():
+    filt = FirstFilter(reject={"b"})
+    FilterHandler([filt]).run(hosts("a", "b", "c"), make_spec())
+    FilterHandler([filt]).run(hosts("c"), make_spec())
+    assert filt.calls == [["a", "b", "c"], ["c"]]
+
+
+def test_pass_all_from_prepare_passes_every_host_unchecked():
+    class NothingAsked(BaseHostFilter):
+        checked = 0
+
+        def prepare(self, spec_obj):
+            return PASS_ALL if not spec_obj.availability_zone else spec_obj.availability_zone
+
+        def check(self, host_state, zone):
+            NothingAsked.checked += 1
+            return Reject("elsewhere")
+
+    report = FilterHandler([NothingAsked()]).run(hosts("a", "b"), make_spec())
+    assert names(report.hosts) == ["a", "b"] and NothingAsked.checked == 0
+    assert NothingAsked().host_passes(make_host("a"), make_spec()) is True
+    spec = make_spec()
+    spec.availability_zone = "az1"
+    report = FilterHandler([NothingAsked()]).run(hosts("a", "b"), spec)
+    assert report.hosts == [] and NothingAsked.checked == 2
+    assert report.removed_by == {"NothingAsked": {"elsewhere": 2}}
+
+
+def test_per_aggregates_checks_one_host_per_aggregate_set():
+    agg1, agg2 = make_aggregate(1, color="red"), make_aggregate(2, color="blue")
+    seen = []
+
+    class RedOnly(BaseHostFilter):
+        per_aggregates = True
+
+        def check(self, host_state, spec_obj):
+            seen.append(host_state.host)
+            red = any(a.metadata.get("color") == "red" for a in host_state.aggregates)
+            return True if red else Reject("not red")
+
+    many = hosts("r1", "r2", "b1", "n1", "r3", "b2", "n2")
+    for h in many:
+        h.aggregates = {"r": [agg1], "b": [agg2], "n": []}[h.host[0]]
+    report = FilterHandler([RedOnly()]).run(many, make_spec())
+    assert names(report.hosts) == ["r1", "r2", "r3"]
+    assert report.removed_by == {"RedOnly": {"not red": 4}}
+    assert seen == ["r1", "b1", "n1"]  # one check per distinct set, in host order
+
+
+def test_host_passes_is_check_after_prepare_and_a_filter_needs_one_of_them():
+    class Halves(BaseHostFilter):
+        def prepare(self, spec_obj):
+            return spec_obj.flavor.memory_mb // 2
+
+        def check(self, host_state, half):
+            return host_state.free_ram_mb >= half or Reject("short")
+
+    spec = make_spec()
+    spec.flavor.memory_mb = 1024
+    assert Halves().host_passes(make_host("a", free_ram_mb=512), spec) is True
+    assert Halves().host_passes(make_host("a", free_ram_mb=511), spec).reason == "short"
+
+    class Empty(BaseHostFilter):
+        pass
+
+    with pytest.raises(NotImplementedError, match="Empty must define check"):
+        Empty().host_passes(make_host("a"), spec)

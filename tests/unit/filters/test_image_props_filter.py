@@ -14,7 +14,7 @@ from filters.image_props_filter import (
     parse_version_predicate,
     version_from_int,
 )
-from tests.unit.filters.fakes import make_host, make_spec, override
+from tests.unit.filters.fakes import make_host, make_spec, override, run_filter
 
 X86_KVM = [["x86_64", "kvm", "hvm"], ["i686", "kvm", "hvm"]]
 
@@ -119,7 +119,7 @@ def test_maxphysaddr_alone_is_not_checked_as_in_nova():
     assert check({"hw_maxphysaddr_bits": 48}, cpu_info=None) is True
 
 
-def test_batch_equals_per_host():
+def test_run_filter_equals_per_host():
     hosts = [
         make_host("a", supported_instances=X86_KVM),
         make_host("b", supported_instances=[["aarch64", "kvm", "hvm"]]),
@@ -127,7 +127,7 @@ def test_batch_equals_per_host():
     ]
     spec = make_spec(image_props={"hw_architecture": "x86_64"})
     filt = ImagePropertiesFilter()
-    outcome = filt.filter_hosts(hosts, spec)
+    outcome = run_filter(filt, hosts, spec)
     assert outcome.passed == [hosts[0]]
     assert outcome.rejected == [(h, filt.host_passes(h, spec).reason) for h in hosts[1:]]
 

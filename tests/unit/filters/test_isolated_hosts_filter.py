@@ -8,7 +8,7 @@ import pytest
 
 from filters.isolated_hosts_filter import IsolatedHostsFilter
 from scheduler.objects import ImageMeta
-from tests.unit.filters.fakes import make_host, make_spec, override
+from tests.unit.filters.fakes import make_host, make_spec, override, run_filter
 
 RESERVED = "isolated host reserved for isolated images"
 NEEDS = "isolated image needs an isolated host"
@@ -25,7 +25,7 @@ def check(host, image_id, images, hosts, restrict):
     ):
         filt = IsolatedHostsFilter()
         single = filt.host_passes(state, spec)
-        outcome = filt.filter_hosts([state], spec)
+        outcome = run_filter(filt, [state], spec)
     assert bool(outcome.passed) == bool(single)
     assert [r for _, r in outcome.rejected] == ([] if single else [single.reason])
     return True if single is True else single.reason

@@ -1,4 +1,4 @@
-"""JsonFilter: nova's query grammar, its quirks, malformed queries, and batch == per host."""
+"""JsonFilter: nova's query grammar, its quirks, malformed queries, and run_filter == per host."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from filters.json_filter import JsonFilter
-from tests.unit.filters.fakes import make_host, make_spec
+from tests.unit.filters.fakes import make_host, make_spec, run_filter
 
 HOSTS = [
     make_host("h1", free_ram_mb=512, num_instances=3, stats={"rack": "r1", "gpu": "1"}),
@@ -23,7 +23,7 @@ def run(query):
     spec = make_spec(hints={"query": [query if isinstance(query, str) else json.dumps(query)]})
     filt = JsonFilter()
     per_host = [filt.host_passes(h, spec) for h in HOSTS]
-    outcome = filt.filter_hosts(HOSTS, spec)
+    outcome = run_filter(filt, HOSTS, spec)
     assert outcome.passed == [h for h, r in zip(HOSTS, per_host, strict=True) if r]
     assert [r for _, r in outcome.rejected] == [r.reason for r in per_host if not r]
     return [True if r is True else r.reason for r in per_host]
@@ -39,7 +39,7 @@ NO = "does not match the query hint"
 def test_without_a_query_every_host_passes():
     filt = JsonFilter()
     assert all(filt.host_passes(h, make_spec()) is True for h in HOSTS)
-    assert filt.filter_hosts(HOSTS, make_spec()).passed == HOSTS
+    assert run_filter(filt, HOSTS, make_spec()).passed == HOSTS
     assert names([]) == ["h1", "h2", "h3"]
 
 
@@ -222,14 +222,14 @@ HOST_DATA = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(EXPRS, HOST_DATA)
-def test_batch_equals_per_host_equals_nova_s_algorithm(query, host_data):
+def test_run_filter_equals_per_host_equals_nova_s_algorithm(query, host_data):
     hosts = [
         make_host(f"h{i}", free_ram_mb=ram, num_instances=n, num_io_ops=n, stats=stats)
         for i, (ram, n, stats) in enumerate(host_data)
     ]
     spec = make_spec(hints={"query": [json.dumps(query)]})
     filt = JsonFilter()
-    outcome = filt.filter_hosts(hosts, spec)
+    outcome = run_filter(filt, hosts, spec)
     per_host = [filt.host_passes(h, spec) for h in hosts]
     assert outcome.passed == [h for h, r in zip(hosts, per_host, strict=True) if r]
     assert outcome.rejected == [

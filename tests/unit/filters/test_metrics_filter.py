@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from filters.metrics_filter import MetricsFilter, weight_setting_names
-from tests.unit.filters.fakes import make_host, make_spec, override
+from tests.unit.filters.fakes import make_host, make_spec, override, run_filter
 
 
 def metric(name, value=1.0):
@@ -17,7 +17,7 @@ def run(setting, hosts):
         filt = MetricsFilter()
     spec = make_spec()
     per_host = [filt.host_passes(h, spec) for h in hosts]
-    outcome = filt.filter_hosts(hosts, spec)
+    outcome = run_filter(filt, hosts, spec)
     assert outcome.passed == [h for h, r in zip(hosts, per_host, strict=True) if r]
     assert [r for _, r in outcome.rejected] == [r.reason for r in per_host if not r]
     return [True if r is True else r.reason for r in per_host]

@@ -64,8 +64,9 @@ def test_entry_point_targets_import_and_match_nova_s_flags(name):
     assert issubclass(cls, BaseHostFilter)
     assert (cls.RUN_ON_REBUILD, cls.run_filter_once_per_request) == NOVA_FLAGS[name]
     assert cls.__doc__ and cls.__doc__.split()[0] == "Passes"
-    # a batch implementation is provided
-    assert cls.filter_hosts is not BaseHostFilter.filter_hosts
+    # written as prepare/check, not as nova's host_passes
+    assert cls.check is not BaseHostFilter.check
+    assert "host_passes" not in vars(cls)
 
 
 def test_all_of_them_run_in_one_handler_chain_with_reasons():

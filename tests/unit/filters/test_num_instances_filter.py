@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from filters.aggregate_num_instances_filter import AggregateNumInstancesFilter
 from filters.num_instances_filter import NumInstancesFilter
-from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override, run_filter
 
 
 def test_hosts_below_the_maximum_pass_and_at_the_maximum_fail():
@@ -82,14 +82,14 @@ hosts_strategy = st.lists(
     st.integers(1, 15),
     st.sampled_from([NumInstancesFilter, AggregateNumInstancesFilter]),
 )
-def test_batch_filter_hosts_equals_per_host_host_passes(host_data, limit, cls):
+def test_run_filter_equals_per_host_host_passes(host_data, limit, cls):
     hosts = [
         make_host(f"h{i}", num_instances=n, aggregates=a) for i, (n, a) in enumerate(host_data)
     ]
     spec = make_spec()
     filt = cls()
     with override("max_instances_per_host", limit, group="filter_scheduler"):
-        outcome = filt.filter_hosts(hosts, spec)
+        outcome = run_filter(filt, hosts, spec)
         per_host = [(h, filt.host_passes(h, spec)) for h in hosts]
     assert outcome.passed == [h for h, r in per_host if r]
     assert outcome.rejected == [(h, r.reason) for h, r in per_host if not r]

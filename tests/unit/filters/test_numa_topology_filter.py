@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
+from filters import PASS_ALL
 from filters.numa_topology_filter import NUMATopologyFilter
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.request import SchedulingRequest
 from scheduler.resources import numa
-from tests.unit.filters.fakes import make_host, make_spec
+from tests.unit.filters.fakes import make_host, make_spec, run_filter
 from tests.unit.scheduler.resources.test_numa import (
     host_cell,
     host_topology,
@@ -67,6 +68,13 @@ def test_request_without_topology_passes_everywhere() -> None:
     assert FLT.host_passes(host(topology=None), s) is True
     assert FLT.host_passes(host(topology=smt_host()), s) is True
     assert s.host_limits == {}
+    # the handler then checks no host at all
+    assert FLT.prepare(s) is PASS_ALL
+
+
+def test_thread_policy_require_alone_is_still_checked_per_host() -> None:
+    extra = {"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "require"}
+    assert FLT.prepare(spec(extra_specs=extra, vcpus=2, memory_mb=1024)) is not PASS_ALL
 
 
 def test_host_without_topology_fails_a_numa_request() -> None:
@@ -251,11 +259,11 @@ def test_pci_request_on_host_without_devices_fails_the_fit() -> None:
     assert not result and result.reason == numa.PCI_NOT_LOCAL
 
 
-# -- batch path -----------------------------------------------------------------------------
+# -- over a list of hosts -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("with_candidates", [False, True])
-def test_filter_hosts_agrees_with_host_passes(with_candidates: bool) -> None:
+def test_run_filter_agrees_with_host_passes(with_candidates: bool) -> None:
     hosts = [
         host("free", topology=smt_host()),
         host("none", topology=None),
@@ -273,7 +281,7 @@ def test_filter_hosts_agrees_with_host_passes(with_candidates: bool) -> None:
     one = fresh()
     singles = [(h.host, FLT.host_passes(h, one)) for h in hosts]
     batch_spec = fresh()
-    outcome = FLT.filter_hosts(hosts, batch_spec)
+    outcome = run_filter(FLT, hosts, batch_spec)
     assert [h.host for h in outcome.passed] == [name for name, r in singles if r]
     assert [(h.host, why) for h, why in outcome.rejected] == [
         (name, r.reason) for name, r in singles if not r

@@ -8,7 +8,7 @@ import pytest
 
 from filters.pci_passthrough_filter import PciPassthroughFilter
 from scheduler.objects import RequestSpec
-from tests.unit.filters.fakes import make_host, make_spec
+from tests.unit.filters.fakes import make_host, make_spec, run_filter
 from tests.unit.scheduler.resources.test_pci import (
     GPU,
     NIC,
@@ -134,7 +134,7 @@ def test_host_without_own_candidates_in_a_placement_request() -> None:
 
 
 @pytest.mark.parametrize("with_candidates", [False, True])
-def test_filter_hosts_agrees_with_host_passes(with_candidates: bool) -> None:
+def test_run_filter_agrees_with_host_passes(with_candidates: bool) -> None:
     hosts = [
         host("gpu", GPU_HOST),
         host("nic", SRIOV_HOST),
@@ -151,7 +151,7 @@ def test_filter_hosts_agrees_with_host_passes(with_candidates: bool) -> None:
     one = fresh()
     singles = [(h.host, FLT.host_passes(h, one)) for h in hosts]
     batch_spec = fresh()
-    outcome = FLT.filter_hosts(hosts, batch_spec)
+    outcome = run_filter(FLT, hosts, batch_spec)
     assert [h.host for h in outcome.passed] == [name for name, r in singles if r]
     assert [(h.host, why) for h, why in outcome.rejected] == [
         (name, r.reason) for name, r in singles if not r
@@ -160,9 +160,9 @@ def test_filter_hosts_agrees_with_host_passes(with_candidates: bool) -> None:
     assert batch_spec.allocation_candidates == one.allocation_candidates
 
 
-def test_filter_hosts_without_requests_passes_all() -> None:
+def test_run_filter_without_requests_passes_all() -> None:
     hosts = [host("a", None), host("b", GPU_HOST)]
-    outcome = FLT.filter_hosts(hosts, spec())
+    outcome = run_filter(FLT, hosts, spec())
     assert outcome.passed == hosts and outcome.rejected == []
 
 

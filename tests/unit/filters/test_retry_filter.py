@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from filters.retry_filter import RetryFilter
 from scheduler.objects import SchedulerRetries
-from tests.unit.filters.fakes import make_host, make_spec
+from tests.unit.filters.fakes import make_host, make_spec, run_filter
 
 
 def spec_with(hosts):
@@ -38,10 +38,10 @@ def test_pairs_given_as_lists_are_accepted():
     assert not RetryFilter().host_passes(make_host("h1", "n1"), spec_with([["h1", "n1"]]))
 
 
-def test_batch_path_equals_per_host_path():
+def test_run_filter_equals_host_passes_per_host():
     hosts = [make_host(f"h{i}", f"n{i}") for i in range(5)]
     spec = spec_with([("h1", "n1"), ("h3", "n3"), ("h9", "n9")])
-    outcome = RetryFilter().filter_hosts(hosts, spec)
+    outcome = run_filter(RetryFilter(), hosts, spec)
     assert [h.host for h in outcome.passed] == ["h0", "h2", "h4"]
     assert [(h.host, why) for h, why in outcome.rejected] == [
         ("h1", "already tried by this request"),
@@ -49,4 +49,4 @@ def test_batch_path_equals_per_host_path():
     ]
     per_host = [h for h in hosts if RetryFilter().host_passes(h, spec)]
     assert per_host == outcome.passed
-    assert RetryFilter().filter_hosts(hosts, make_spec()).passed == hosts
+    assert run_filter(RetryFilter(), hosts, make_spec()).passed == hosts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from filters.different_host_filter import DifferentHostFilter
 from filters.same_host_filter import SameHostFilter
-from tests.unit.filters.fakes import make_host, make_spec
+from tests.unit.filters.fakes import make_host, make_spec, run_filter
 
 
 def host_with(*uuids):
@@ -13,7 +13,7 @@ def host_with(*uuids):
 
 def run(filt, hosts, hints):
     spec = make_spec(hints=hints)
-    outcome = filt.filter_hosts(hosts, spec)
+    outcome = run_filter(filt, hosts, spec)
     per_host = [filt.host_passes(h, spec) for h in hosts]
     assert outcome.passed == [h for h, r in zip(hosts, per_host, strict=True) if r]
     assert [r for _, r in outcome.rejected] == [r.reason for r in per_host if not r]

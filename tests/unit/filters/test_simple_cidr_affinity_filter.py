@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from filters.simple_cidr_affinity_filter import SimpleCIDRAffinityFilter
-from tests.unit.filters.fakes import make_host, make_spec
+from tests.unit.filters.fakes import make_host, make_spec, run_filter
 
 
 def passes(host_ip, **hints):
@@ -11,7 +11,7 @@ def passes(host_ip, **hints):
     filt = SimpleCIDRAffinityFilter()
     host = make_host(host_ip=host_ip)
     single = filt.host_passes(host, spec)
-    outcome = filt.filter_hosts([host], spec)
+    outcome = run_filter(filt, [host], spec)
     assert bool(outcome.passed) == bool(single)
     if not single:
         assert outcome.rejected == [(host, single.reason)]

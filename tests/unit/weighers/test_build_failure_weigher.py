@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.weighers.fakes import weigh_all
 from weighers.build_failure import BuildFailureWeigher
 from weighers.handler import WeightHandler
 from weighers.ram import RAMWeigher
@@ -68,5 +69,5 @@ def test_zero_multiplier_turns_it_off():
 def test_raw_value():
     weigher = BuildFailureWeigher()
     hosts = [make_host("a", failed_builds=7), make_host("b")]
-    assert weigher.weigh_objects(hosts, None) == [7, 0]
+    assert weigh_all(weigher, hosts, None) == [7, 0]
     assert weigher._weigh_object(hosts[0], None) == 7

@@ -6,6 +6,7 @@ import pytest
 
 from scheduler.objects import Destination
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.weighers.fakes import weigh_all
 from weighers.cross_cell import CrossCellWeigher
 from weighers.handler import WeightHandler
 from weighers.ram import RAMWeigher
@@ -26,7 +27,7 @@ def spec_with(dest):
 
 
 def raw(spec):
-    return CrossCellWeigher().weigh_objects(cell_hosts(), spec)
+    return weigh_all(CrossCellWeigher(), cell_hosts(), spec)
 
 
 def test_cross_cell_move_prefers_source_cell():

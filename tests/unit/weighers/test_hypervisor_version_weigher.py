@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.weighers.fakes import weigh_all
 from weighers.handler import WeightHandler
 from weighers.hypervisor_version import HypervisorVersionWeigher
 
@@ -51,5 +52,5 @@ def test_aggregate_override():
 def test_batch_equals_single():
     weigher = HypervisorVersionWeigher()
     hosts = [make_host(f"h{i}", hypervisor_version=v) for i, v in enumerate([None, 0, 5])]
-    assert weigher.weigh_objects(hosts, None) == [weigher._weigh_object(h, None) for h in hosts]
+    assert weigh_all(weigher, hosts, None) == [weigher._weigh_object(h, None) for h in hosts]
     assert weigher.configured_multiplier() == 1.0

@@ -6,6 +6,7 @@ import logging
 from types import SimpleNamespace
 
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.weighers.fakes import weigh_all
 from weighers.handler import WeightHandler
 from weighers.image_props import ImagePropertiesWeigher
 
@@ -45,14 +46,14 @@ def setting(values):
 def test_off_by_default():
     weigher = ImagePropertiesWeigher()
     assert weigher.configured_multiplier() == 0.0
-    assert weigher.weigh_objects(hosts(), make_spec(image_props=REQUEST)) == [0.0] * 4
+    assert weigh_all(weigher, hosts(), make_spec(image_props=REQUEST)) == [0.0] * 4
 
 
 def test_counts_matching_properties_per_instance():
     with enabled():
         weigher = ImagePropertiesWeigher()
         spec = make_spec(image_props=REQUEST)
-        assert weigher.weigh_objects(hosts(), spec) == [4.0, 1.0, 0.0, 0.0]
+        assert weigh_all(weigher, hosts(), spec) == [4.0, 1.0, 0.0, 0.0]
         assert [weigher._weigh_object(h, spec) for h in hosts()] == [4.0, 1.0, 0.0, 0.0]
         weighed = WeightHandler([weigher]).weigh(hosts(), spec)
     assert [(w.obj.host, w.weight) for w in weighed] == [
@@ -76,7 +77,7 @@ def test_weight_setting_weighs_only_listed_properties():
         weigher = ImagePropertiesWeigher()
         assert weigher.setting == {"os_distro": 0.5, "hw_machine_type": -3.0}
         # ubuntu: 2 * 0.5 + 1 * -3 ; hw_numa_nodes is not listed: 0
-        assert weigher.weigh_objects(hosts(), make_spec(image_props=REQUEST)) == [
+        assert weigh_all(weigher, hosts(), make_spec(image_props=REQUEST)) == [
             -2.0,
             0.5,
             0.0,
@@ -86,7 +87,7 @@ def test_weight_setting_weighs_only_listed_properties():
 
 def test_setting_with_only_bad_entries_weighs_evenly():
     with enabled(), setting(["nonsense"]):
-        assert ImagePropertiesWeigher().weigh_objects(hosts(), make_spec(image_props=REQUEST)) == [
+        assert weigh_all(ImagePropertiesWeigher(), hosts(), make_spec(image_props=REQUEST)) == [
             4.0,
             1.0,
             0.0,
@@ -97,8 +98,8 @@ def test_setting_with_only_bad_entries_weighs_evenly():
 def test_request_without_image_or_properties_weighs_zero():
     with enabled():
         weigher = ImagePropertiesWeigher()
-        assert weigher.weigh_objects(hosts(), make_spec()) == [0.0] * 4
-        assert weigher.weigh_objects(hosts(), make_spec(image_props={})) == [0.0] * 4
+        assert weigh_all(weigher, hosts(), make_spec()) == [0.0] * 4
+        assert weigh_all(weigher, hosts(), make_spec(image_props={})) == [0.0] * 4
 
 
 def test_list_values_compare_as_strings():
@@ -108,7 +109,7 @@ def test_list_values_compare_as_strings():
         make_host("reordered", instances={"i": inst(traits_required=["B", "A"])}),
     ]
     with enabled():
-        assert ImagePropertiesWeigher().weigh_objects(host_list, spec) == [1.0, 0.0]
+        assert weigh_all(ImagePropertiesWeigher(), host_list, spec) == [1.0, 0.0]
 
 
 def test_instances_without_image_properties_weigh_zero_and_warn_once(caplog):
@@ -119,17 +120,17 @@ def test_instances_without_image_properties_weigh_zero_and_warn_once(caplog):
     weigher = ImagePropertiesWeigher()
     with enabled(), caplog.at_level(logging.WARNING, logger="weighers.image_props"):
         spec = make_spec(image_props=REQUEST)
-        assert weigher.weigh_objects(host_list, spec) == [0.0, 0.0]
-        assert weigher.weigh_objects(host_list, spec) == [0.0, 0.0]
+        assert weigh_all(weigher, host_list, spec) == [0.0, 0.0]
+        assert weigh_all(weigher, host_list, spec) == [0.0, 0.0]
     assert len(caplog.records) == 1
 
 
 def test_object_instances_with_attribute():
     host_list = [make_host("a", instances={"i": SimpleNamespace(image_properties=REQUEST)})]
     with enabled():
-        assert ImagePropertiesWeigher().weigh_objects(
-            host_list, make_spec(image_props=REQUEST)
-        ) == [3.0]
+        assert weigh_all(ImagePropertiesWeigher(), host_list, make_spec(image_props=REQUEST)) == [
+            3.0
+        ]
 
 
 def test_aggregate_override_alone_does_not_turn_it_on():

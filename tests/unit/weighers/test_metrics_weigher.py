@@ -9,6 +9,7 @@ import pytest
 
 from scheduler.exceptions import NoValidHost
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.weighers.fakes import weigh_all
 from weighers.handler import WeigherError, WeightHandler
 from weighers.metrics import (
     ComputeHostMetricNotFound,
@@ -58,14 +59,14 @@ def test_weighted_sum_of_metrics():
         metrics_host("b", cpu_percent=0.1, cpu_frequency=1000),
     ]
     with metrics_conf(["cpu.percent=-1000", "cpu.frequency=1"]):
-        assert MetricsWeigher().weigh_objects(hosts, None) == [1500.0, 900.0]
+        assert weigh_all(MetricsWeigher(), hosts, None) == [1500.0, 900.0]
         assert MetricsWeigher()._weigh_object(hosts[0], None) == 1500.0
         assert weigh(hosts) == [("a", 1.0), ("b", 0.0)]
 
 
 def test_no_setting_weighs_zero():
     hosts = [metrics_host("a", cpu_percent=1), make_host("b")]
-    assert MetricsWeigher().weigh_objects(hosts, None) == [0.0, 0.0]
+    assert weigh_all(MetricsWeigher(), hosts, None) == [0.0, 0.0]
 
 
 def test_bad_entries_are_ignored_and_warned_once(caplog):
@@ -73,18 +74,18 @@ def test_bad_entries_are_ignored_and_warned_once(caplog):
     weigher = MetricsWeigher()
     with metrics_conf(["cpu.percent=1", "nonsense"]):
         with caplog.at_level(logging.WARNING, logger="weighers.metrics"):
-            assert weigher.weigh_objects(hosts, None) == [2.0, 1.0]
-            assert weigher.weigh_objects(hosts, None) == [2.0, 1.0]
+            assert weigh_all(weigher, hosts, None) == [2.0, 1.0]
+            assert weigh_all(weigher, hosts, None) == [2.0, 1.0]
         assert len(caplog.records) == 1
     with metrics_conf(["cpu.percent=3"]):  # a changed option is picked up
-        assert weigher.weigh_objects(hosts, None) == [6.0, 3.0]
+        assert weigh_all(weigher, hosts, None) == [6.0, 3.0]
 
 
 def test_missing_metric_required_raises():
     hosts = [metrics_host("a", cpu_percent=1), metrics_host("b", cpu_frequency=1)]
     with metrics_conf(["cpu.percent=1"]):
         with pytest.raises(ComputeHostMetricNotFound) as err:
-            MetricsWeigher().weigh_objects(hosts, None)
+            weigh_all(MetricsWeigher(), hosts, None)
         assert (err.value.host, err.value.node, err.value.name) == ("b", "b", "cpu.percent")
         # through the handler the request fails with an explained NoValidHost
         with pytest.raises(WeigherError) as err:
@@ -96,7 +97,7 @@ def test_missing_metric_required_raises():
 def test_missing_metric_with_zero_ratio_still_raises_when_required():
     with metrics_conf(["cpu.percent=0"]):
         with pytest.raises(ComputeHostMetricNotFound):
-            MetricsWeigher().weigh_objects([make_host("a")], None)
+            weigh_all(MetricsWeigher(), [make_host("a")], None)
 
 
 def test_missing_metric_not_required_weighs_unavailable():
@@ -106,24 +107,24 @@ def test_missing_metric_not_required_weighs_unavailable():
         metrics_host("low", cpu_percent=0, cpu_frequency=0),
     ]
     with metrics_conf(["cpu.percent=1", "cpu.frequency=1"], required=False):
-        assert MetricsWeigher().weigh_objects(hosts, None) == [15.0, -10000.0, 0.0]
+        assert weigh_all(MetricsWeigher(), hosts, None) == [15.0, -10000.0, 0.0]
         assert [h for h, _ in weigh(hosts)] == ["full", "low", "partial"]
     with metrics_conf(["cpu.frequency=1", "cpu.percent=1"], required=False):
         # the unavailable value replaces the whole sum, whatever came before
-        assert MetricsWeigher().weigh_objects(hosts, None)[1] == -10000.0
+        assert weigh_all(MetricsWeigher(), hosts, None)[1] == -10000.0
     with metrics_conf(["cpu.percent=1"], required=False, weight_of_unavailable=-7.0):
-        assert MetricsWeigher().weigh_objects(hosts, None) == [5.0, -7.0, 0.0]
+        assert weigh_all(MetricsWeigher(), hosts, None) == [5.0, -7.0, 0.0]
 
 
 def test_missing_metric_that_counts_for_nothing_is_skipped():
     hosts = [metrics_host("partial", cpu_frequency=10)]
     with metrics_conf(["cpu.percent=0", "cpu.frequency=2"], required=False):
-        assert MetricsWeigher().weigh_objects(hosts, None) == [20.0]
+        assert weigh_all(MetricsWeigher(), hosts, None) == [20.0]
     # the host's multiplier (here from an aggregate) is 0: skipped too
     zero = make_aggregate(1, metrics_weight_multiplier="0")
     hosts = [metrics_host("partial", aggregates=[zero], cpu_frequency=10)]
     with metrics_conf(["cpu.percent=1", "cpu.frequency=2"], required=False):
-        assert MetricsWeigher().weigh_objects(hosts, None) == [20.0]
+        assert weigh_all(MetricsWeigher(), hosts, None) == [20.0]
 
 
 def test_multiplier_option_and_aggregate_key():
@@ -164,7 +165,7 @@ def test_metric_values_forms():
 def test_non_numeric_metric_counts_as_missing():
     hosts = [make_host("a", metrics=[metric("cpu.percent", None)])]
     with metrics_conf(["cpu.percent=1"], required=False):
-        assert MetricsWeigher().weigh_objects(hosts, None) == [-10000.0]
+        assert weigh_all(MetricsWeigher(), hosts, None) == [-10000.0]
 
 
 def test_agrees_with_metrics_filter_on_names():

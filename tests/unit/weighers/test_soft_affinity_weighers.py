@@ -6,6 +6,7 @@ import pytest
 
 from scheduler.objects import InstanceGroup
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.weighers.fakes import weigh_all
 from weighers.affinity import ServerGroupSoftAffinityWeigher, ServerGroupSoftAntiAffinityWeigher
 from weighers.handler import WeightHandler
 
@@ -31,14 +32,14 @@ def weigh(weigher, spec, host_list=None):
 def test_soft_affinity_counts_members_on_host():
     spec = make_spec(group=group("soft-affinity"))
     weigher = ServerGroupSoftAffinityWeigher()
-    assert weigher.weigh_objects(hosts(), spec) == [2, 0, 1, 0]
+    assert weigh_all(weigher, hosts(), spec) == [2, 0, 1, 0]
     assert weigh(weigher, spec) == [("two", 1.0), ("one", 0.5), ("none", 0.0), ("empty", 0.0)]
 
 
 def test_soft_anti_affinity_is_minus_the_count():
     spec = make_spec(group=group("soft-anti-affinity"))
     weigher = ServerGroupSoftAntiAffinityWeigher()
-    assert weigher.weigh_objects(hosts(), spec) == [-2, 0, -1, 0]
+    assert weigh_all(weigher, hosts(), spec) == [-2, 0, -1, 0]
     assert weigh(weigher, spec) == [("none", 1.0), ("empty", 1.0), ("one", 0.5), ("two", 0.0)]
 
 
@@ -49,20 +50,20 @@ def test_soft_anti_affinity_is_minus_the_count():
 def test_other_policies_and_no_group_weigh_zero(weigher_cls, policy):
     spec = make_spec(group=group(policy) if policy else None)
     weigher = weigher_cls()
-    assert weigher.weigh_objects(hosts(), spec) == [0, 0, 0, 0]
+    assert weigh_all(weigher, hosts(), spec) == [0, 0, 0, 0]
     assert [weigher._weigh_object(h, spec) for h in hosts()] == [0, 0, 0, 0]
 
 
 def test_each_weigher_only_reacts_to_its_own_policy():
     spec = make_spec(group=group("soft-affinity"))
-    assert ServerGroupSoftAntiAffinityWeigher().weigh_objects(hosts(), spec) == [0, 0, 0, 0]
+    assert weigh_all(ServerGroupSoftAntiAffinityWeigher(), hosts(), spec) == [0, 0, 0, 0]
     spec = make_spec(group=group("soft-anti-affinity"))
-    assert ServerGroupSoftAffinityWeigher().weigh_objects(hosts(), spec) == [0, 0, 0, 0]
+    assert weigh_all(ServerGroupSoftAffinityWeigher(), hosts(), spec) == [0, 0, 0, 0]
 
 
 def test_group_without_members_weighs_zero():
     spec = make_spec(group=group("soft-affinity", members=()))
-    assert ServerGroupSoftAffinityWeigher().weigh_objects(hosts(), spec) == [0, 0, 0, 0]
+    assert weigh_all(ServerGroupSoftAffinityWeigher(), hosts(), spec) == [0, 0, 0, 0]
 
 
 def test_single_object_matches_batch():
@@ -71,7 +72,7 @@ def test_single_object_matches_batch():
         (ServerGroupSoftAntiAffinityWeigher(), "soft-anti-affinity"),
     ):
         spec = make_spec(group=group(policy, members=[f"m{i}" for i in range(10)]))
-        expected = weigher.weigh_objects(hosts(), spec)
+        expected = weigh_all(weigher, hosts(), spec)
         assert [weigher._weigh_object(h, spec) for h in hosts()] == expected
 
 

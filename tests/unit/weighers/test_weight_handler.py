@@ -148,7 +148,7 @@ def test_zero_multiplier_weigher_is_not_computed():
     class Exploding(ValueWeigher):
         multiplier_option = "num_instances_weight_multiplier"  # 0.0 by default
 
-        def weigh_objects(self, host_states, weight_properties):
+        def weigh(self, host_state, prepared):
             raise AssertionError("should not be called")
 
     result = weigh([Exploding(), ValueWeigher()], [host("a", 1), host("b", 2)])

@@ -11,14 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.filters.fakes import make_host, make_spec
-from tests.unit.weighers.test_weighers_batch_equals_per_host import (
+from tests.unit.weighers.test_weighers_list_equals_per_host import (
     ALL_WEIGHERS,
     conf,
     configured,
     hosts_and_aggregates,
     requests,
 )
-from weighers import BaseHostWeigher
+from weighers import BaseHostWeigher, Same
 from weighers.handler import WeightHandler
 
 
@@ -103,15 +103,15 @@ class Clamped(BaseHostWeigher):
 
 
 class Flat(BaseHostWeigher):
-    """Every host weighs the same, announced through uniform_weight."""
+    """Every host weighs the same, announced by prepare with Same."""
 
     minval = 0
 
-    def uniform_weight(self, weight_properties):
-        return 3
+    def prepare(self, weight_properties, hosts):
+        return Same(3)
 
-    def _weigh_object(self, host_state, weight_properties):
-        return 3
+    def weigh(self, host_state, prepared):
+        raise AssertionError("a Same from prepare: no host is weighed")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

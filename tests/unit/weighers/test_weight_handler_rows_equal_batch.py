@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 import weighers.handler as handler_mod
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, tabled
-from tests.unit.weighers.test_weighers_batch_equals_per_host import (
+from tests.unit.weighers.test_weighers_list_equals_per_host import (
     ALL_WEIGHERS,
     conf,
     configured,
@@ -144,11 +144,8 @@ def test_one_host_or_none_is_not_weighed(count):
 
 
 class LessRam(ALL_WEIGHERS[-3]):  # RAMWeigher, extended by a plugin
-    def _weigh_object(self, host_state, weight_properties):
+    def weigh(self, host_state, prepared):
         return -host_state.free_ram_mb
-
-    def weigh_objects(self, host_states, weight_properties):
-        return [-h.free_ram_mb for h in host_states]
 
 
 def test_a_subclass_that_changes_the_value_is_not_read_from_the_column():

@@ -31,7 +31,8 @@ from placement_client import (
 )
 from scheduler.conf import CONF
 from scheduler.drivers import filter_scheduler
-from scheduler.drivers.filter_scheduler import ClaimLocks, DeferredDeletes, FilterScheduler
+from scheduler.drivers.claims import ClaimLocks, DeferredDeletes
+from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import AllocationUpdateFailed, NoValidHost
 from scheduler.hosts.state import HostState
 from scheduler.objects import (

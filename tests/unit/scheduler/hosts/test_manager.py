@@ -30,6 +30,7 @@ from scheduler.objects import (
     InstanceGroup,
     RequestSpec,
 )
+from tests.unit.filters.fakes import run_filter
 from tests.unit.scheduler.hosts.test_table import assert_table_mirrors
 
 
@@ -351,6 +352,7 @@ def test_metrics_are_read_as_novas_monitor_metric_list_reads_them(env):
 def test_metrics_weigher_and_filter_decide_on_novas_values(env):
     from filters.metrics_filter import MetricsFilter
     from tests.unit.filters.fakes import make_spec, override
+    from tests.unit.weighers.fakes import weigh_all
     from weighers.handler import WeightHandler
     from weighers.metrics import MetricsWeigher
 
@@ -364,12 +366,12 @@ def test_metrics_weigher_and_filter_decide_on_novas_values(env):
     bare = env.add_host(c1, "bare", metrics=_nova_compute_metrics({}, cpu_frequency=2400))
     states = _by_host(env.manager().get_host_states_by_uuids([busy, idle, bare]))
     with override("weight_setting", ["cpu.percent=-1", "cpu.frequency=0.01"], group="metrics"):
-        passed = MetricsFilter().filter_hosts(list(states.values()), make_spec()).passed
+        passed = run_filter(MetricsFilter(), list(states.values()), make_spec()).passed
         assert sorted(h.host for h in passed) == ["busy", "idle"]
         hosts = [states["busy"], states["idle"]]
         # nova: busy -90 + 30 = -60, idle -5 + 24 = 19; read as stored (0.9 and 0.05) the
         # CPU load would hardly count and the faster, busier host would win
-        assert MetricsWeigher().weigh_objects(hosts, None) == [-60.0, 19.0]
+        assert weigh_all(MetricsWeigher(), hosts, None) == [-60.0, 19.0]
         ranked = WeightHandler([MetricsWeigher()]).weigh(hosts, make_spec())
         assert [w.obj.host for w in ranked] == ["idle", "busy"]
 
@@ -913,7 +915,7 @@ def test_update_and_delete_aggregate_apply_to_cached_host_states(env):
 
     spec = make_spec()
     spec.availability_zone = "z"
-    passed = AvailabilityZoneFilter().filter_hosts([states[u1], states[u2]], spec).passed
+    passed = run_filter(AvailabilityZoneFilter(), [states[u1], states[u2]], spec).passed
     assert passed == [states[u2]]
 
     new = Aggregate(id=999, uuid=_uuid(), name="n", hosts={"h1", "h2"}, metadata={"a": "b"})

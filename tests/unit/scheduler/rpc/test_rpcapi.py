@@ -369,8 +369,10 @@ class EchoDriver:
         pass
 
 
-@pytest.fixture
-def fake_server(fake_transport):
+@pytest.fixture(scope="module")
+def _served():
+    """One in-memory server for the module: stopping one waits a second for its poll."""
+    fake_transport = oslo_messaging.get_rpc_transport(CONF, url="fake:/")
     topic = f"scheduler-{uuid.uuid4().hex}"
     driver = EchoDriver()
     from scheduler.rpc import transport as sched_rpc
@@ -386,6 +388,14 @@ def fake_server(fake_transport):
     yield api, driver
     server.stop()
     server.wait()
+    fake_transport.cleanup()
+
+
+@pytest.fixture
+def fake_server(_served):
+    api, driver = _served
+    driver.calls.clear()
+    return api, driver
 
 
 def test_in_memory_round_trip_with_alternates(fake_server):

@@ -1,6 +1,7 @@
-"""The default filters' batch paths (``filter_hosts``) against their per-host paths
-(``host_passes``), over random hosts and requests: the same hosts pass, in the same order,
-and every removed host carries the same reason."""
+"""The default filters run over a list as the handler runs them (``prepare`` once, ``check``
+per host, per aggregate set where declared) against nova's per-host ``host_passes``, over
+random hosts and requests: the same hosts pass, in the same order, and every removed host
+carries the same reason."""
 
 from __future__ import annotations
 
@@ -18,9 +19,21 @@ from filters.compute_filter import ComputeFilter
 from filters.image_props_filter import ImagePropertiesFilter
 from scheduler.hosts import table as host_table
 from scheduler.objects import InstanceGroup
-from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override
+from tests.unit.filters.fakes import (
+    NOW,
+    make_host,
+    make_service,
+    make_spec,
+    override,
+    run_filter,
+    tabled,
+)
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# one path decides here (check after prepare): these tests guard the per-request state and
+# the per-aggregates memo, which fewer examples exercise (the column paths, a second
+# implementation, keep SETTINGS)
+LIST_SETTINGS = settings(SETTINGS, max_examples=60)
 
 
 def per_host(filt, hosts, spec):
@@ -35,8 +48,8 @@ def per_host(filt, hosts, spec):
     return passed, rejected
 
 
-def assert_batch_equals_per_host(filt, hosts, spec):
-    outcome = filt.filter_hosts(hosts, spec)
+def assert_list_equals_per_host(filt, hosts, spec):
+    outcome = run_filter(filt, hosts, spec)
     passed, rejected = per_host(filt, hosts, spec)
     assert [id(h) for h in outcome.passed] == [id(h) for h in passed]
     assert [(id(h), r) for h, r in outcome.rejected] == [(id(h), r) for h, r in rejected]
@@ -94,14 +107,14 @@ def compute_case(draw):
     return hosts, down_time
 
 
-@SETTINGS
+@LIST_SETTINGS
 @given(compute_case())
-def test_compute_filter_batch_equals_per_host(case):
+def test_compute_filter_list_equals_per_host(case):
     hosts, down_time = case
     filt = ComputeFilter()
     filt.now = lambda: NOW
     with override("service_down_time", down_time):
-        assert_batch_equals_per_host(filt, hosts, make_spec())
+        assert_list_equals_per_host(filt, hosts, make_spec())
 
 
 def test_heartbeat_bounds_are_now_plus_or_minus_the_down_time():
@@ -116,7 +129,7 @@ def test_heartbeat_bounds_are_now_plus_or_minus_the_down_time():
     assert host_table.heartbeat_bounds(datetime.datetime.max, 60)[1] == datetime.datetime.max
 
 
-def test_compute_filter_batch_equals_per_host_with_debug_logging(caplog):
+def test_compute_filter_list_equals_per_host_with_debug_logging(caplog):
     hosts = [
         make_host("up", service=make_service(last_seen_up=NOW)),
         make_host("off", service=make_service(disabled=True, last_seen_up=NOW)),
@@ -125,19 +138,20 @@ def test_compute_filter_batch_equals_per_host_with_debug_logging(caplog):
     filt = ComputeFilter()
     filt.now = lambda: NOW
     with caplog.at_level(logging.DEBUG, logger="filters.compute_filter"):
-        outcome = assert_batch_equals_per_host(filt, hosts, make_spec())
+        outcome = assert_list_equals_per_host(filt, hosts, make_spec())
     assert [h.host for h in outcome.passed] == ["up"]
     assert any("gone" in r.getMessage() for r in caplog.records)
 
 
-def test_compute_filter_warns_once_per_batch_naming_the_down_hosts(caplog):
+def test_compute_filter_columns_warn_once_per_request_naming_the_down_hosts(caplog):
     stale = NOW - datetime.timedelta(hours=1)
     hosts = [make_host(f"h{i}", service=make_service(last_seen_up=stale)) for i in range(12)]
     filt = ComputeFilter()
     filt.now = lambda: NOW
+    table, rows = tabled(hosts)
     with caplog.at_level(logging.WARNING, logger="filters.compute_filter"):
-        outcome = filt.filter_hosts(hosts, make_spec())
-    assert outcome.passed == []
+        outcome = filt.filter_rows(table, rows, make_spec())
+    assert not outcome.keep.any()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert warnings[0].startswith("12 host(s) have not been heard from in a while: h0, h1")
@@ -193,12 +207,12 @@ def image_hosts(draw):
     return hosts
 
 
-@SETTINGS
+@LIST_SETTINGS
 @given(image_hosts(), image_props, st.sampled_from([None, "x86_64", "aarch64"]))
-def test_image_properties_filter_batch_equals_per_host(hosts, props, default_arch):
+def test_image_properties_filter_list_equals_per_host(hosts, props, default_arch):
     spec = make_spec(image_props=props)
     with override("image_properties_default_architecture", default_arch, "filter_scheduler"):
-        assert_batch_equals_per_host(ImagePropertiesFilter(), hosts, spec)
+        assert_list_equals_per_host(ImagePropertiesFilter(), hosts, spec)
 
 
 # -- ComputeCapabilitiesFilter ----------------------------------------------------------------
@@ -238,10 +252,10 @@ def capability_hosts(draw):
     return hosts
 
 
-@SETTINGS
+@LIST_SETTINGS
 @given(capability_hosts(), extra_specs)
-def test_compute_capabilities_filter_batch_equals_per_host(hosts, specs):
-    assert_batch_equals_per_host(ComputeCapabilitiesFilter(), hosts, make_spec(extra_specs=specs))
+def test_compute_capabilities_filter_list_equals_per_host(hosts, specs):
+    assert_list_equals_per_host(ComputeCapabilitiesFilter(), hosts, make_spec(extra_specs=specs))
 
 
 # -- server group filters, AllHostsFilter ------------------------------------------------------
@@ -277,10 +291,10 @@ def group_case(draw):
     return hosts, make_spec(group=group, instance_uuid=instance_uuid)
 
 
-@SETTINGS
+@LIST_SETTINGS
 @given(group_case())
-def test_server_group_filters_batch_equals_per_host(case):
+def test_server_group_filters_list_equals_per_host(case):
     hosts, spec = case
-    assert_batch_equals_per_host(ServerGroupAntiAffinityFilter(), hosts, spec)
-    assert_batch_equals_per_host(ServerGroupAffinityFilter(), hosts, spec)
-    assert_batch_equals_per_host(AllHostsFilter(), hosts, spec)
+    assert_list_equals_per_host(ServerGroupAntiAffinityFilter(), hosts, spec)
+    assert_list_equals_per_host(ServerGroupAffinityFilter(), hosts, spec)
+    assert_list_equals_per_host(AllHostsFilter(), hosts, spec)

@@ -1,7 +1,9 @@
-"""Every built-in weigher's batch path against its per-host path, over random hosts and
-requests: ``weigh_objects`` returns exactly the values of ``_weigh_object`` host by host,
-``uniform_weight`` (when it answers) is each host's value, and the handler's multipliers
-(computed once per set of aggregates) are each host's ``weight_multiplier``."""
+"""Every built-in weigher run over a list by the handler against its per-host methods, over
+random hosts and requests: the handler's ``raw_values`` are exactly ``weigh(host, prepared)``
+host by host (or the ``Same`` value ``prepare`` gave), nova's ``_weigh_object`` gives the same
+values, a ``@host_column`` weigher's column value ``weigh(host, None)`` is its value for any
+request, and the handler's multipliers (computed once per set of aggregates) are each host's
+``weight_multiplier``."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from hypothesis import strategies as st
 
 from scheduler.objects import Destination, InstanceGroup
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, override
+from tests.unit.weighers.fakes import weigh_all
+from weighers import Same
 from weighers.affinity import ServerGroupSoftAffinityWeigher, ServerGroupSoftAntiAffinityWeigher
 from weighers.build_failure import BuildFailureWeigher
 from weighers.cpu import CPUWeigher
@@ -190,20 +194,27 @@ def outcome(call):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hosts_and_aggregates(), requests(), conf)
-def test_every_weigher_batch_equals_per_host(hosts, spec, values):
+def test_every_weigher_list_run_equals_weigh_per_host(hosts, spec, values):
     with configured(values):
         for cls in ALL_WEIGHERS:
             weigher = cls()
-            batch = outcome(lambda w=weigher: w.weigh_objects(hosts, spec))
-            one_by_one = outcome(lambda w=weigher: [w._weigh_object(h, spec) for h in hosts])
-            assert batch == one_by_one, cls.__name__
-            if isinstance(batch, list):
-                assert [type(v) for v in batch] == [type(v) for v in one_by_one], cls.__name__
-            uniform = weigher.uniform_weight(spec)
-            if uniform is not None:
-                assert all(v == uniform for v in one_by_one), cls.__name__
-            if weigher.returns_numbers and isinstance(batch, list):
-                assert all(isinstance(v, int | float) for v in batch), cls.__name__
+            listed = outcome(lambda w=weigher: weigh_all(w, hosts, spec))
+            prepared = weigher.prepare(spec, hosts)
+            if isinstance(prepared, Same):
+                per_host = [prepared.value] * len(hosts)
+            else:
+                per_host = outcome(lambda w=weigher, p=prepared: [w.weigh(h, p) for h in hosts])
+            # nova's method, host by host: weigh after prepare
+            nova = outcome(lambda w=weigher: [w._weigh_object(h, spec) for h in hosts])
+            assert listed == per_host == nova, cls.__name__
+            if isinstance(listed, list):
+                types = [type(v) for v in listed]
+                assert types == [type(v) for v in per_host] == [type(v) for v in nova], cls.__name__
+            if weigher.returns_numbers and isinstance(listed, list):
+                assert all(isinstance(v, int | float) for v in listed), cls.__name__
+            if getattr(cls, "__host_column__", None) is cls:
+                # the column holds weigh(host, None): the value for every request
+                assert [weigher.weigh(h, None) for h in hosts] == listed, cls.__name__
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
