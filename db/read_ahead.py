@@ -48,11 +48,20 @@ _COM_QUERY = 3  # pymysql.constants.COMMAND.COM_QUERY
 # idle connections of each read-ahead pool, checked out of it once: (connection, when made)
 _IDLE: dict[Engine, list[tuple[Any, float]]] = {}
 _RECYCLE_SECONDS = 3600.0
+# supported()'s answer per engine (engines are long-lived; a disposed one is dropped with it)
+_SUPPORTED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 
 
 def supported(engine: Engine) -> bool:
     """Whether statements of ``engine`` can be sent ahead (PyMySQL with the internals
-    used here)."""
+    used here). Asked per request: the answer is kept per engine."""
+    found = _SUPPORTED.get(engine)
+    if found is None:
+        found = _SUPPORTED[engine] = _supported(engine)
+    return found
+
+
+def _supported(engine: Engine) -> bool:
     if engine.dialect.driver != "pymysql":
         return False
     try:

@@ -30,8 +30,15 @@ class QueryGroup:
         return any(amount for amount in self.resources.values())
 
     def is_empty(self) -> bool:
-        """No (non-zero) resources and no traits: Placement has nothing to match."""
-        return not (self.has_resources() or self.required_traits or self.forbidden_traits)
+        """Nothing for Placement to match: no (non-zero) resources, traits or aggregates
+        (nova's ``RequestGroup.is_empty``; ``in_tree`` alone does not count)."""
+        return not (
+            self.has_resources()
+            or self.required_traits
+            or self.forbidden_traits
+            or self.member_of
+            or self.forbidden_aggregates
+        )
 
     def to_params(self) -> list[tuple[str, str]]:
         """The (key, value) pairs of this group, unsorted."""

@@ -2,7 +2,7 @@
 
 These mirror the nova objects the scheduler reads (RequestSpec 1.15 and what it holds,
 Selection 1.1), with nova's field names so that filters written for nova read the same.
-Nothing here knows about the wire format; ``scheduler/rpc/wire.py`` converts at the edge.
+Nothing here knows about the wire format; ``scheduler/rpc/wire/`` converts at the edge.
 """
 
 from __future__ import annotations

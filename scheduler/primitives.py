@@ -1,7 +1,7 @@
 """nova's object envelopes: the form in which nova sends objects over RPC and stores some JSON
 columns (a compute node's ``numa_topology`` is a NUMATopology primitive).
 
-``scheduler/rpc/wire.py`` is the codec that turns primitives into our model; the reading
+``scheduler/rpc/wire/`` is the codec that turns primitives into our model; the reading
 helper below is here, apart from it, because the NUMA maths reads stored primitives too.
 """
 

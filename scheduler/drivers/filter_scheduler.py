@@ -6,10 +6,13 @@ which Placement query returned nothing, or how many hosts each filter removed an
 
 The steps are public, so that explain runs exactly what ``select_destinations`` runs:
 ``new_request`` (the request's own state, ``scheduler.request.SchedulingRequest``),
-``placement_hosts`` or ``all_hosts`` (the hosts to start from), and per instance
-``select_hosts`` (narrow → filter → weigh), then ``consume``. The pick among the best hosts
-and the rollback are the driver's alone; the claims are its ``Claimer``'s
-(``scheduler/drivers/claims.py``).
+``placement_hosts`` or ``all_hosts`` (the hosts to start from), and ``cycle``, the one
+per-instance cycle (``select_hosts``: narrow → filter → weigh; a placer takes a host: a
+claim, the best host, or explain's pick that claims nothing; then ``consume``). The pick
+among the best hosts and the rollback are the driver's alone. Two collaborators do the
+rest: its ``CandidateSource`` (``scheduler/drivers/candidates.py``: the provider view or
+Placement, and whether a NoValidHost is asked of Placement again) and its ``Claimer``
+(``scheduler/drivers/claims.py``: the claims).
 """
 
 from __future__ import annotations
@@ -19,19 +22,16 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from filters.handler import FilterHandler, FilterReport, load_filters
 from placement_client import (
     MV_CLAIM,
-    AllocationCandidates,
     PlacementClient,
-    PlacementClientError,
-    PlacementError,
 )
-from provider_view import unsupported_reason
 from scheduler.conf import CONF
+from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
 from scheduler.exceptions import (
     ConfigurationError,
@@ -39,7 +39,6 @@ from scheduler.exceptions import (
     PluginNotFound,
     RequestFilterFailed,
 )
-from scheduler.explain.hint import placement_hint
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.placement import prefilters, query
@@ -62,6 +61,24 @@ class InstanceStep:
     hosts: list[HostState]  # the filtered hosts, best weight first
     weights: list[float]
     weighed: list[WeighedHost] | None = None  # with each weigher's share (explain only)
+
+
+# a host taken for an instance, with the allocation request claimed on it (None: no claim)
+Placed = tuple[HostState, dict[str, Any] | None]
+# takes a host for an instance from the sorted hosts: (request, hosts, instance uuid)
+Placer = Callable[[SchedulingRequest, list[HostState], str | None], Placed | None]
+
+
+@dataclass(slots=True)
+class Cycle:
+    """What ``FilterScheduler.cycle`` did: the hosts taken, in instance order, the keys the
+    instances are counted under on them, the last sorted hosts (the alternates' source) and
+    the index of the last instance tried."""
+
+    hosts: list[HostState]
+    chosen: list[Placed] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    index: int = 0
 
 
 class FilterScheduler:
@@ -112,6 +129,9 @@ class FilterScheduler:
         ):
             self.view.on_consumer_gone = release_consumer
         self.claimer = Claimer(placement, self.view_refresher, conf, clock=lambda: _clock())
+        self.candidates = CandidateSource(
+            placement, self.view_refresher, conf, clock=lambda: _clock()
+        )
         # the claimer's, by their former names
         self.deferred_deletes = self.claimer.deferred_deletes
         self.claim_locks = self.claimer.locks
@@ -224,7 +244,7 @@ class FilterScheduler:
             try:
                 return self._select(req, instance_uuids, return_alternates, on_candidates)
             except NoValidHost as exc:
-                if not self._confirm_with_placement(req, exc):
+                if not self.candidates.ask_placement_again(req, exc):
                     raise
                 # the view may have been wrong (a DELETE it has not seen yet, a claim it
                 # counts that was deleted): Placement has the last word on a NoValidHost
@@ -267,19 +287,6 @@ class FilterScheduler:
         if instance_uuids is None:
             return self._legacy_find_hosts(req, hosts, None, return_alternates)
         return self._schedule(req, hosts, instance_uuids, return_alternates)
-
-    def _confirm_with_placement(self, req: SchedulingRequest, exc: NoValidHost) -> bool:
-        """Whether a NoValidHost reached on the view's candidates is asked again of
-        Placement (not past the deadline, not with Placement unreachable)."""
-        if req.candidate_source != "view" or req.placement_unreachable:
-            return False
-        if _clock() >= req.deadline:
-            return False
-        LOG.info(
-            "No valid host from the provider view's candidates (%s); asking Placement",
-            exc.reason,
-        )
-        return True
 
     # -- the steps (public: explain runs them too) -------------------------------------------
     def new_request(self, context: Any, spec: RequestSpec) -> SchedulingRequest:
@@ -382,14 +389,7 @@ class FilterScheduler:
         with req.timed("aggregates"):
             self.host_manager.sync_aggregates(req.arrived_at)
         self._prefetch(req, aggregates=False)
-        refresher = self.view_refresher
-        if (
-            refresher is not None
-            and req.use_view
-            and self.conf.scheduler.read_your_writes
-            and refresher.fresh_per_request
-        ):
-            refresher.start_check(self._view_time_of_arrival(req))
+        self.candidates.start_view_check(req)
         try:
             applied = prefilters.process_reqspec(req, self.host_manager, self.conf)
         except RequestFilterFailed as exc:
@@ -421,48 +421,7 @@ class FilterScheduler:
     def _hosts_from_placement(self, req: SchedulingRequest) -> list[HostState]:
         in_tree, unlimited = self._forced_in_tree(req)
         queries = query.build_queries(req, conf=self.conf, in_tree=in_tree, unlimited=unlimited)
-        candidates = self._candidates_from_view(req, queries)
-        if candidates is None:
-            results: list[AllocationCandidates] = []
-            req.candidate_source = "placement"
-            with req.timed("placement"):
-                for q in queries:
-                    try:
-                        results.append(
-                            self.placement.get_allocation_candidates(
-                                q, request_id=req.request_id, not_before=req.arrived_at
-                            )
-                        )
-                    except PlacementClientError as exc:
-                        # (a 4xx: Placement is up and says the query is wrong; not an outage)
-                        LOG.error("Placement refused the allocation candidates query: %s", exc)
-                        raise NoValidHost(
-                            f"Placement refused the query {q.describe()}: {exc}",
-                            "placement_refused",
-                        ) from exc
-                    except PlacementError as exc:
-                        LOG.error("Failed to get allocation candidates from Placement: %s", exc)
-                        raise NoValidHost(
-                            f"Placement could not be asked for candidates: {exc}",
-                            "placement_unreachable",
-                        ) from exc
-            candidates = results[0] if len(results) == 1 else query.merge_candidates(results)
-        req.query_text = " | ".join(q.describe() for q in queries)
-        req.candidate_count = len(candidates.allocation_requests)
-        req.provider_count = len(candidates.provider_summaries)
-        if not candidates.allocation_requests:
-            LOG.info(
-                "Got no allocation candidates from the Placement API (query: %s)", req.query_text
-            )
-            reason = f"Placement returned no allocation candidates for {req.query_text}"
-            # which single term emptied it: a few more queries, only now, never an error
-            with req.timed("placement_bisection"):
-                req.placement_hint = placement_hint(
-                    self.placement, queries[0], request_id=req.request_id
-                )
-            if req.placement_hint:
-                reason += "; " + req.placement_hint
-            raise NoValidHost(reason, "no_candidates")
+        candidates = self.candidates.candidates(req, queries)
         by_rp: dict[str, list[dict[str, Any]]] = {}
         get = by_rp.get
         for areq in candidates.allocation_requests:
@@ -492,100 +451,10 @@ class FilterScheduler:
             )
         return hosts
 
-    def _candidates_from_view(
-        self, req: SchedulingRequest, queries: list[Any]
-    ) -> AllocationCandidates | None:
-        """The candidates of ``queries`` from the provider view, or None (the reason is kept
-        in ``req.view_declined``) when the view cannot answer them all or finds none: an
-        empty answer is always Placement's to give."""
-        view = self.view
-        if view is None or not req.use_view:
-            return None
-        with req.timed("view"):
-            check = self._view_check_wanted(queries)
-            while True:
-                # asked before its freshness check is answered (the check's statement runs
-                # in Placement's database meanwhile); a view that a read changed while it
-                # was asked is asked again, fresh by then
-                applied = view.reads_applied
-                answers = self._ask_view(req, view, queries)
-                if answers is None:
-                    return None
-                if not check:
-                    break
-                if not self._view_fresh_for(req):
-                    return None  # (why: req.view_declined) Placement answers
-                check = False
-                if view.reads_applied == applied:
-                    break
-            candidates = answers[0] if len(answers) == 1 else query.merge_candidates(answers)
-        if candidates.empty:
-            req.view_declined = "the provider view found no candidate"
-            LOG.debug("The provider view found no candidate; asking Placement")
-            return None
-        req.candidate_source = "view"
-        if LOG.isEnabledFor(logging.DEBUG):
-            LOG.debug(
-                "%d allocation candidate(s) from the provider view (%s feed, %.1f s old)",
-                len(candidates.allocation_requests),
-                view.source,
-                req.view_age or 0.0,
-            )
-        return candidates
-
     def _prefetch(self, req: SchedulingRequest, **what: bool) -> None:
         prefetch = getattr(self.host_manager, "prefetch", None)
         if prefetch is not None:
             prefetch(req, **what)
-
-    def _view_time_of_arrival(self, req: SchedulingRequest) -> float:
-        """The request's arrival on the provider view's clock."""
-        now = self.view_refresher.view.now()
-        if req.arrived_at is None:
-            return now
-        return now - max(0.0, _clock() - req.arrived_at)
-
-    def _ask_view(
-        self, req: SchedulingRequest, view: Any, queries: list[Any]
-    ) -> list[AllocationCandidates] | None:
-        """The view's candidates for each query, or None (why: ``req.view_declined``)."""
-        answers = []
-        for q in queries:
-            try:
-                answer = view.candidates(q)
-            except Exception:  # a fault of the view must not fail the request
-                LOG.exception("The provider view failed to answer; asking Placement")
-                req.view_declined = "the provider view failed (see the log)"
-                return None
-            req.view_age = answer.age
-            if answer.candidates is None:
-                req.view_declined = answer.reason
-                LOG.debug("Provider view not used: %s", answer.reason)
-                return None
-            answers.append(answer.candidates)
-        return answers
-
-    def _view_check_wanted(self, queries: list[Any]) -> bool:
-        """Whether the view's answer must be proven fresh (``_view_fresh_for``): with a feed
-        that can prove it (the database feed), unless ``read_your_writes`` is off or the
-        view declines the queries itself."""
-        refresher = self.view_refresher
-        if refresher is None or not refresher.fresh_per_request:
-            return False
-        if not self.conf.scheduler.read_your_writes:
-            return False  # the view as its last refresh left it
-        return all(unsupported_reason(q) is None for q in queries)
-
-    def _view_fresh_for(self, req: SchedulingRequest) -> bool:
-        """Make the view hold every change committed before the request arrived: nova
-        reads Placement afresh for each request, and so must the view. False (the reason
-        in ``req.view_declined``): ask Placement."""
-        declined = self.view_refresher.ensure_fresh(self._view_time_of_arrival(req))
-        if declined is None:
-            return True
-        req.view_declined = declined
-        LOG.debug("Provider view not used: %s", declined)
-        return False
 
     def _narrow(
         self, req: SchedulingRequest, hosts: list[HostState]
@@ -663,6 +532,80 @@ class FilterScheduler:
                 "deadline",
             )
 
+    def cycle(
+        self,
+        req: SchedulingRequest,
+        hosts: list[HostState],
+        instance_uuids: list[str | None],
+        place: Placer,
+        *,
+        explain: bool = False,
+        consume: bool = True,
+        on_step: Callable[[int, InstanceStep, Placed | None], None] | None = None,
+        into: Cycle | None = None,
+    ) -> Cycle:
+        """The per-instance cycle every path runs (a claiming request, one without claims,
+        explain): for each instance, filter and weigh the previous instance's survivors (so
+        once-per-request filters keep their effect, as in nova), let ``place`` take a host
+        from the sorted list (a claim, the first host, ...), then count the instance on it.
+        It stops at the first instance ``place`` finds no host for (``Cycle.chosen`` is then
+        shorter than ``instance_uuids``). ``explain``: the steps keep each weigher's share
+        and the order is the weighed one (no random pick among the best); ``on_step`` sees
+        each step and what was placed; ``consume`` False counts nothing (explain's last
+        instance). ``into``: the Cycle to fill as it goes (what a caller rolls back when
+        an instance fails)."""
+        out = into if into is not None else Cycle(hosts=hosts)
+        out.hosts = hosts
+        for index, instance_uuid in enumerate(instance_uuids):
+            out.index = index
+            if instance_uuid:
+                req.instance_uuid = instance_uuid
+            if explain:
+                step = self.select_hosts(req, out.hosts, index, explain=True)
+                ordered = step.hosts
+            else:
+                step = None
+                ordered = self._get_sorted_hosts(req, out.hosts, index)
+            placed = place(req, ordered, instance_uuid) if ordered else None
+            if on_step is not None and step is not None:
+                on_step(index, step, placed)
+            out.hosts = ordered
+            if not ordered or placed is None:
+                break
+            host, alloc_req = placed
+            if alloc_req is not None:
+                self._record_mappings(req, alloc_req)
+            if consume:
+                out.keys.append(self.consume(req, host, instance_uuid))
+            out.chosen.append(placed)
+            if not explain:
+                LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
+        return out
+
+    def _claim_first(
+        self, req: SchedulingRequest, hosts: list[HostState], instance_uuid: str | None
+    ) -> Placed | None:
+        """The first host of ``hosts`` Placement takes the instance's claim on (None: no
+        host could be claimed, or Placement cannot be reached)."""
+        assert instance_uuid is not None
+        for host in hosts:
+            self._check_deadline(req)
+            alloc_req = self.claimer.claim(req, host, instance_uuid)
+            if alloc_req is not None:
+                req.claimed.append(instance_uuid)
+                return host, alloc_req
+            if req.placement_unreachable:
+                break  # no other host can be claimed without Placement
+        LOG.debug("Unable to successfully claim against any host.")
+        return None
+
+    @staticmethod
+    def _take_first(
+        req: SchedulingRequest, hosts: list[HostState], instance_uuid: str | None
+    ) -> Placed | None:
+        """The best host, claimed nowhere."""
+        return hosts[0], None
+
     def _schedule(
         self,
         req: SchedulingRequest,
@@ -673,39 +616,16 @@ class FilterScheduler:
         """nova's main loop: per instance filter, weigh, claim the first host that Placement
         accepts, consume; then alternates. Every claim is rolled back on any failure."""
         num_instances = len(instance_uuids)
-        chosen: list[tuple[HostState, dict[str, Any] | None]] = []
-        index = 0
+        done = Cycle(hosts=hosts)
         try:
-            for index, instance_uuid in enumerate(instance_uuids):
-                req.instance_uuid = instance_uuid
-                # as nova does, each instance filters the previous instance's survivors, so
-                # once-per-request filters (ComputeFilter ...) keep their effect
-                hosts = self._get_sorted_hosts(req, hosts, index)
-                if not hosts:
-                    break
-                claimed = None
-                for host in hosts:
-                    self._check_deadline(req)
-                    alloc_req = self.claimer.claim(req, host, instance_uuid)
-                    if alloc_req is not None:
-                        claimed = (host, alloc_req)
-                        req.claimed.append(instance_uuid)
-                        break
-                    if req.placement_unreachable:
-                        break  # no other host can be claimed without Placement
-                if claimed is None:
-                    LOG.debug("Unable to successfully claim against any host.")
-                    break
-                host, alloc_req = claimed
-                self._record_mappings(req, alloc_req)
-                self.consume(req, host, instance_uuid)
-                chosen.append(claimed)
-                LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
-            if len(chosen) < num_instances:
-                raise self.not_enough(req, len(chosen), num_instances)
-            return self._with_alternates(req, chosen, hosts, index, return_alternates, True)
+            self.cycle(req, hosts, list(instance_uuids), self._claim_first, into=done)
+            if len(done.chosen) < num_instances:
+                raise self.not_enough(req, len(done.chosen), num_instances)
+            return self._with_alternates(
+                req, done.chosen, done.hosts, done.index, return_alternates, True
+            )
         except BaseException:
-            self._rollback(req, [h for h, _ in chosen])
+            self._rollback(req, [h for h, _ in done.chosen])
             raise
 
     def _legacy_find_hosts(
@@ -719,32 +639,23 @@ class FilterScheduler:
         filter, weigh, take the first host, consume. No Selection carries an allocation
         request, the chosen hosts' nor the alternates'."""
         num = len(instance_uuids) if instance_uuids else req.num_instances
-        chosen: list[tuple[HostState, dict[str, Any] | None]] = []
-        keys: list[str] = []
-        index = 0
+        uuids: list[str | None] = list(instance_uuids) if instance_uuids else [None] * num
+        done = Cycle(hosts=hosts)
         try:
-            for index in range(num):
-                instance_uuid = instance_uuids[index] if instance_uuids else None
-                if instance_uuid:
-                    req.instance_uuid = instance_uuid
-                hosts = self._get_sorted_hosts(req, hosts, index)
-                if not hosts:
-                    break
-                host = hosts[0]
-                chosen.append((host, None))
-                keys.append(self.consume(req, host, instance_uuid))
-                LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
-            if len(chosen) < num:
-                raise self.not_enough(req, len(chosen), num)
-            return self._with_alternates(req, chosen, hosts, index, return_alternates, False)
+            self.cycle(req, hosts, uuids, self._take_first, into=done)
+            if len(done.chosen) < num:
+                raise self.not_enough(req, len(done.chosen), num)
+            return self._with_alternates(
+                req, done.chosen, done.hosts, done.index, return_alternates, False
+            )
         except BaseException:
-            self._rollback(req, [h for h, _ in chosen], keys)
+            self._rollback(req, [h for h, _ in done.chosen], done.keys)
             raise
         finally:
             if req.is_rebuild:
                 # a rebuild check claims nothing and the instance stays where it is: its
                 # consumption served this request's alternates only
-                _release_on([h for h, _ in chosen], keys, "rebuild")
+                _release_on([h for h, _ in done.chosen], done.keys, "rebuild")
 
     def _with_alternates(
         self,

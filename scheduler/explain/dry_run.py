@@ -4,9 +4,9 @@ consuming nothing on the shared HostStates. It returns the JSON document describ
 docs/explain.md.
 
 It runs through the driver's public per-request steps (``new_request``, ``placement_hosts``,
-``all_hosts``, ``select_hosts``, ``consume``, ``not_enough_reason``), the same ones
-``select_destinations`` runs, on a request of its own and, for a multi-create, on private
-copies of the hosts.
+``all_hosts``, then ``cycle``, the per-instance cycle ``select_destinations`` runs, with a
+placer that claims nothing, and ``not_enough_reason``), on a request of its own and, for a
+multi-create, on private copies of the hosts.
 """
 
 from __future__ import annotations
@@ -220,12 +220,15 @@ def _dry_run(
     if req.instance_group is not None:
         # nova's API makes the new instances members of their server group before scheduling
         req.instance_group.members = list(req.instance_group.members) + instance_uuids
-    for index, instance_uuid in enumerate(instance_uuids):
-        req.instance_uuid = instance_uuid
-        step = driver.select_hosts(req, hosts, index, explain=True)
-        weighed = step.weighed or []
+
+    def place(req: Any, ordered: list[HostState], instance_uuid: str | None) -> Any:
         # the first host Placement could claim on (every host when Placement is not asked)
-        pick = next((w for w in weighed if not placement_mode or req.candidates_for(w.obj)), None)
+        host = next((h for h in ordered if not placement_mode or req.candidates_for(h)), None)
+        return None if host is None else (host, None)
+
+    def record(index: int, step: Any, placed: Any) -> None:
+        weighed = step.weighed or []
+        pick = None if placed is None else next(w for w in weighed if w.obj is placed[0])
         entry = _instance_entry(
             index,
             step.narrowed,
@@ -242,9 +245,13 @@ def _dry_run(
                 doc[key] = entry[key]
         else:
             doc["more_instances"].append(entry)
-        if pick is None:
-            raise NoValidHost(driver.not_enough_reason(req, index, num))
-        doc["picks"].append({"host": pick.obj.host, "node": pick.obj.nodename})
-        if num > 1:
-            driver.consume(req, pick.obj, instance_uuid)
-        hosts = [w.obj for w in weighed]
+        if pick is not None:
+            doc["picks"].append({"host": pick.obj.host, "node": pick.obj.nodename})
+
+    # the driver's own per-instance cycle, claiming nothing; later instances see the earlier
+    # ones' consumption, on the private copies
+    done = driver.cycle(
+        req, hosts, instance_uuids, place, explain=True, consume=num > 1, on_step=record
+    )
+    if len(done.chosen) < num:
+        raise NoValidHost(driver.not_enough_reason(req, len(done.chosen), num))

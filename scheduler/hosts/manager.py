@@ -3,7 +3,7 @@
 HostStates live in a cache keyed by compute-node uuid. Each request refreshes, per cell, only
 the rows changed since the last read, reading the cells in parallel with a per-cell timeout: a
 cell that fails or does not answer in time is skipped and the request goes on with the others
-(``_CellHealth`` logs it once when it fails, with reminders, and once when it recovers). A
+(``CellHealth`` logs it once when it fails, with reminders, and once when it recovers). A
 host this scheduler consumed from counts that consumption on top of its last report until the
 compute node reports newer data, nova says the instance is gone or elsewhere, its claim is
 rolled back, Placement no longer holds it, or ``consumption_max_age`` passes.
@@ -21,6 +21,11 @@ before the scheduler takes its first request, and a refresher thread reads each 
 window every ``service_refresh_interval`` seconds (and whole every five minutes). A request
 then reads only compute-node reports, and not even those while the refresher is reading the
 cell: it takes the cell as it is (at most one read old) instead of waiting.
+
+Elsewhere in this package: ``cells.py`` holds ``Cell``, a cell's health (``CellHealth``) and
+the machinery of one read (the pacer, the reads in flight, ``CellView``); ``refresher.py`` the
+refresher thread (``Refresher``, which calls back into ``HostManager._refresh_cell``);
+``gc_policy.py`` the process's cyclic-GC policy the refresher installs.
 """
 
 from __future__ import annotations
@@ -35,8 +40,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, KeysView
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from oslo_utils import timeutils
@@ -44,12 +48,29 @@ from oslo_utils import timeutils
 import db
 from db import queries, read_ahead
 from scheduler.conf import CONF, database_connection
+from scheduler.hosts.cells import (
+    Cell,
+    CellRead,
+    CellReadFailed,
+    CellView,
+    FreshReads,
+    InlineRead,
+    Pacer,
+    SentRead,
+    for_request,
+    no_pause,
+)
+from scheduler.hosts.gc_policy import install_gc_policy
 from scheduler.hosts.instances import InstanceTracker
+from scheduler.hosts.refresher import Refresher
 from scheduler.hosts.state import HostState
 from scheduler.hosts.table import HostTable
 from scheduler.objects import Aggregate, RequestSpec
 from scheduler.request import SchedulingRequest
 from scheduler.telemetry import metrics
+
+# used elsewhere under this module's name
+__all__ = ["Cell", "CellReadFailed", "HostManager", "install_gc_policy"]
 
 LOG = logging.getLogger(__name__)
 # the aggregates of a host in none (shared by all such hosts; never modified)
@@ -92,9 +113,6 @@ _FULL_RESYNC_SECONDS = 300.0
 # nodes created or deleted); HostManager.window_read_interval, from
 # ``[scheduler] service_refresh_interval`` once that option is registered.
 _WINDOW_READ_SECONDS = 1.0
-# The refresher thread's reads hand the GIL over this often (seconds of their own work; see
-# _Pacer).
-_BACKGROUND_SLICE = 0.001
 
 _SVC_BOOLS = ("disabled", "forced_down", "deleted")
 _HEARTBEAT_COLUMNS = ("last_seen_up", "updated_at", "report_count")
@@ -104,454 +122,6 @@ _SVC_STABLE = tuple(
     for name in queries.ServiceRow._fields
     if name not in _HEARTBEAT_COLUMNS
 )
-
-
-class _Pacer:
-    """Called between rows by a read on the refresher thread: once every ``slice`` seconds
-    it lets go of the GIL (``time.sleep(0)``), so that a request waiting for it goes first.
-
-    A window read is 30-100 ms of CPU each second at 10k hosts with the core benchmark's
-    write rate (a whole read every five minutes: seconds at 100k hosts). Without pauses a
-    request that overlaps it gets the interpreter back only every switch interval (5 ms)
-    each time it lets go of it itself (a NumPy operation, waiting for its cell read): next
-    to a thread that holds the GIL, a 5 ms request of the benchmark took 18 ms; next to one
-    that sleeps(0) every millisecond, 8 ms. What is left unpaced is the queries' own row
-    processing. The refresher's read is in no hurry: requests meanwhile serve the cell as
-    last read."""
-
-    __slots__ = ("slice", "_until")
-
-    def __init__(self, slice_: float | None = None):
-        self.slice = _BACKGROUND_SLICE if slice_ is None else slice_
-        self._until = time.perf_counter() + self.slice
-
-    def __call__(self) -> None:
-        if time.perf_counter() >= self._until:
-            time.sleep(0)
-            self._until = time.perf_counter() + self.slice
-
-
-class CellReadFailed(RuntimeError):
-    """A cell whose last read failed, asked for while another read of it runs."""
-
-
-def _no_pause() -> None:
-    """The pacer of a read on a request's behalf: it does not give way."""
-
-
-# -- the cyclic garbage collector -------------------------------------------------------------
-# The host manager's cache is long-lived and free of reference cycles: HostStates, their
-# service dicts, decoded reports, and (made on first use, after the first read) each host's
-# lockutils semaphore (~9 GC-tracked objects) and instance-list snapshot. Every full
-# collection walks whatever of it is not frozen: at 10k hosts 35-55k objects after a few
-# hundred requests, 6-9 ms of CPU with the interpreter stopped (at 100k hosts: 18-25 full
-# collections per 200 requests of the core benchmark, the longest 270-470 ms on a busy
-# machine), growing with every host updated until the next whole read freezes it (every
-# five minutes). Objects frozen are still freed
-# by reference counting; only a reference cycle among them is never collected, and the
-# scheduler's own structures have none (no request of the core benchmark leaves cyclic
-# garbage).
-#
-# A full collection that takes longer than this freezes what it kept (``_freeze_survivors``).
-_GC_FREEZE_AFTER = 0.002
-# The youngest generation is collected after this many more allocations than frees of
-# tracked objects (CPython's default: 700). A window read allocates a row per changed
-# service and node (at 100k hosts ~36k rows each second: some 50 young collections), and
-# each young collection also walks the containers a request holds meanwhile (lists of every
-# candidate host). At 10k hosts the benchmark's GC time drops from ~0.3 to ~0.07 ms of CPU
-# per request (3 young collections of ~4 ms per 200 requests instead of ~100 of 0.4 ms and
-# ~10 of 2 ms), at 100k from ~15 to ~10 ms.
-_GC_YOUNG_THRESHOLD = 10_000
-_gc_full_started = 0.0
-_gc_policy_lock = threading.Lock()
-
-
-def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
-    """``gc.callbacks`` hook: after a full collection that took ``_GC_FREEZE_AFTER`` or
-    longer, freeze what survived it (everything reachable: the collection just removed the
-    garbage), so that the next full collections walk only what was made since. CPython's
-    own rule (a full collection once the objects that came into the oldest generation since
-    the last one are a quarter of those it kept) then keeps them rare and small."""
-    global _gc_full_started
-    if info.get("generation") != 2:
-        return
-    if phase == "start":
-        _gc_full_started = time.perf_counter()
-    elif time.perf_counter() - _gc_full_started >= _GC_FREEZE_AFTER:
-        gc.freeze()
-
-
-def install_gc_policy() -> None:
-    """Keep the long-lived cache out of the cyclic GC's way in this process (idempotent):
-    the service's host manager installs it when its refresher starts. The youngest
-    generation's threshold is raised to ``_GC_YOUNG_THRESHOLD`` unless it is already higher
-    or collection is off (0)."""
-    with _gc_policy_lock:
-        if _freeze_survivors not in gc.callbacks:
-            gc.callbacks.append(_freeze_survivors)
-        young, middle, old = gc.get_threshold()
-        if 0 < young < _GC_YOUNG_THRESHOLD:
-            gc.set_threshold(_GC_YOUNG_THRESHOLD, middle, old)
-
-
-@dataclass(slots=True)
-class Cell:
-    uuid: str
-    name: str
-    database_connection: str
-    disabled: bool = False
-
-
-class _CellHealth:
-    """Whether one cell answers, and what has been logged about it.
-
-    A read fails when it raises or runs longer than ``cell_timeout`` (found in flight that
-    long by a request, or ending that late). The first failure is logged (WARNING, naming the
-    cell), then at most one reminder every ``interval`` seconds while the cell keeps failing
-    (for how long, how many reads failed), and once when a read answers in time again (INFO).
-    Everything else, such as each request served without the cell, is logged at DEBUG.
-    """
-
-    __slots__ = (
-        "failing_since",
-        "failures",
-        "reminded_at",
-        "reading_since",
-        "errored",
-        "last_ok_at",
-        "_counted",
-        "_lock",
-    )
-
-    def __init__(self) -> None:
-        self.failing_since: float | None = None  # time.monotonic() of the first failure
-        self.failures = 0  # failed reads since then
-        self.reminded_at = 0.0  # time.monotonic() of the last WARNING about it
-        self.reading_since: float | None = None  # start of the read in flight
-        # the last read that ended raised (the database refused or dropped us): its hosts are
-        # not served as last read while another read tries again
-        self.errored = False
-        self.last_ok_at: float | None = None  # time.time() when the last good read ended
-        self._counted = False  # the read in flight is counted as failed already
-        self._lock = threading.Lock()
-
-    def read_started(self) -> None:
-        with self._lock:
-            self.reading_since = time.monotonic()
-            self._counted = False
-
-    def read_ended(
-        self,
-        cell: Cell,
-        timeout: float,
-        interval: float,
-        request_id: str | None,
-        exc: BaseException | None = None,
-    ) -> None:
-        with self._lock:
-            now = time.monotonic()
-            took = now - (self.reading_since or now)
-            count = not self._counted
-            self.reading_since, self._counted = None, False
-            self._ended(cell, now, took, timeout, interval, request_id, exc, count)
-
-    def request_read_ended(
-        self,
-        cell: Cell,
-        took: float,
-        timeout: float,
-        interval: float,
-        request_id: str | None,
-        exc: BaseException | None = None,
-    ) -> None:
-        """A request's own read of the cell's changes ended (``took`` seconds). Such reads
-        run beside the refresher's and each other's, so they leave the read in flight
-        alone."""
-        with self._lock:
-            now = time.monotonic()
-            # while another read is stuck, one that answers does not end the failure
-            stuck = self.reading_since is not None and now - self.reading_since > timeout
-            self._ended(
-                cell, now, took, timeout, interval, request_id, exc, True, recover=not stuck
-            )
-
-    def _ended(
-        self,
-        cell: Cell,
-        now: float,
-        took: float,
-        timeout: float,
-        interval: float,
-        request_id: str | None,
-        exc: BaseException | None,
-        count: bool,
-        *,
-        recover: bool = True,
-    ) -> None:
-        self.errored = exc is not None
-        if exc is not None:
-            first = f"Error reading cell {cell.name} ({cell.uuid}){_req(request_id)}: {exc}"
-            self._failed(cell, now, interval, first, f"error: {exc}", request_id, count, "error")
-            return
-        if took > timeout:
-            first = (
-                f"Reading cell {cell.name} ({cell.uuid}) took {took:.1f} s: it did not "
-                f"answer within cell_timeout ({timeout:.1f} s){_req(request_id)}"
-            )
-            reason = f"a read took {took:.1f} s, longer than cell_timeout"
-            self._failed(cell, now, interval, first, reason, request_id, count, "timeout")
-            return
-        self.last_ok_at = time.time()
-        if self.failing_since is not None and recover:
-            LOG.info(
-                "Cell %s (%s) answers again after %.1f s (%d failed read(s))",
-                cell.name,
-                cell.uuid,
-                now - self.failing_since,
-                self.failures,
-            )
-            self.failing_since, self.failures, self.reminded_at = None, 0, 0.0
-
-    def timed_out(
-        self, cell: Cell, timeout: float, interval: float, request_id: str | None, *, waited: bool
-    ) -> bool:
-        """A request found the read in flight for longer than ``timeout`` (``waited``: it
-        waited that long for it, and skips the cell). Counts the read as failed, once."""
-        with self._lock:
-            now = time.monotonic()
-            if not waited and (self.reading_since is None or now - self.reading_since <= timeout):
-                return False
-            count, self._counted = not self._counted, True
-            if waited:
-                first = (
-                    f"Timed out after {timeout:.1f} s waiting for cell {cell.name} "
-                    f"({cell.uuid}): it did not answer within cell_timeout; skipping its "
-                    f"hosts{_req(request_id)}"
-                )
-            else:
-                first = (
-                    f"Cell {cell.name} ({cell.uuid}) did not answer within cell_timeout "
-                    f"({timeout:.1f} s): a read has been in flight for "
-                    f"{now - (self.reading_since or now):.1f} s{_req(request_id)}"
-                )
-            reason = f"did not answer within cell_timeout ({timeout:.1f} s)"
-            self._failed(cell, now, interval, first, reason, request_id, count, "timeout")
-            return True
-
-    def _failed(
-        self,
-        cell: Cell,
-        now: float,
-        interval: float,
-        first: str,
-        reason: str,
-        request_id: str | None,
-        count: bool,
-        kind: str,
-    ) -> None:
-        """A failed read (``kind``: error or timeout): logged, and counted in the metrics
-        unless ``count`` is False (this read was counted already)."""
-        if count:
-            metrics.M.cell_read_failures.labels(cell=cell.name, reason=kind).inc()
-        if self.failing_since is None:
-            self.failing_since = self.reminded_at = now
-            self.failures = 1
-            LOG.warning("%s", first)
-            return
-        self.failures += count
-        if now - self.reminded_at >= interval:
-            self.reminded_at = now
-            LOG.warning(
-                "Cell %s (%s) has been failing for %.0f s, %d failed read(s); last: %s%s",
-                cell.name,
-                cell.uuid,
-                now - self.failing_since,
-                self.failures,
-                reason,
-                _req(request_id),
-            )
-        else:
-            LOG.debug(
-                "Cell %s (%s) still failing (%d failed read(s)): %s%s",
-                cell.name,
-                cell.uuid,
-                self.failures,
-                reason,
-                _req(request_id),
-            )
-
-
-def _req(request_id: str | None) -> str:
-    return f" (request {request_id})" if request_id else ""
-
-
-class _FreshReads:
-    """Reads in flight, by key, each with the time (``time.monotonic()``) it was started.
-
-    A request must see every change committed before it arrived: it joins a read of the
-    same key started at or after its arrival (in flight, or done), else starts its own.
-    Concurrent requests therefore share one read rather than queue one each, and a request
-    never takes a read that began before it arrived. A read in flight for longer than
-    ``stuck_after`` (a cell that does not answer) is joined by everyone rather than piled
-    up behind, so that a stuck cell cannot fill the thread pool."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._reads: dict[Any, tuple[float, concurrent.futures.Future]] = {}
-
-    def get(
-        self,
-        key: Any,
-        not_before: float,
-        start: Callable[[], concurrent.futures.Future],
-        stuck_after: float | None = None,
-    ) -> concurrent.futures.Future:
-        with self._lock:
-            now = time.monotonic()
-            found = self._reads.get(key)
-            if found is not None:
-                started, fut = found
-                if started >= not_before:
-                    return fut
-                if stuck_after is not None and not fut.done() and now - started > stuck_after:
-                    return fut
-            fut = start()
-            self._reads[key] = (now, fut)
-            if found is not None and isinstance(found[1], _InlineRead):
-                # sent, and maybe asked for by nobody (its request failed first): receive
-                # and apply it on the pool, which returns its connection
-                found[1].settle()
-            return fut
-
-    def run(self, key: Any, not_before: float, work: Callable[[], Any]) -> Any:
-        """``work()`` in this thread, unless a call of it started at or after
-        ``not_before`` can be joined; its result (or exception) either way."""
-        mine: list[concurrent.futures.Future] = []
-
-        def start() -> concurrent.futures.Future:
-            mine.append(concurrent.futures.Future())
-            return mine[0]
-
-        fut = self.get(key, not_before, start)
-        if mine:
-            try:
-                fut.set_result(work())
-            except BaseException as exc:
-                fut.set_exception(exc)
-        return fut.result()
-
-
-class _InlineRead(concurrent.futures.Future):
-    """A read whose statements were sent when the request arrived (``db.read_ahead``): the
-    first thread that wants its result receives and applies it, on that thread, rather than
-    a worker thread that would wait for the interpreter lock after each round trip. A
-    thread whose deadline passes before the answers arrive hands the rest to the pool, so
-    a database that does not answer is waited for no longer than a read on the pool is."""
-
-    def __init__(
-        self,
-        work: Callable[[], Any],
-        arrived: Callable[[float], bool],
-        pool: concurrent.futures.Executor,
-    ):
-        super().__init__()
-        self._work = work
-        self._arrived = arrived
-        self._pool = pool
-        self._claim = threading.Lock()
-
-    def run_here(self, deadline: float | None = None) -> None:
-        """Receive and apply the read now, unless another thread does (or did); with a
-        ``deadline`` (``time.monotonic()``), only if the answers arrive by then, else on
-        the pool."""
-        if not self._claim.acquire(blocking=False):
-            return
-        if deadline is not None and not self._arrived(deadline):
-            self._pool.submit(self._run)
-            return
-        self._run()
-
-    def settle(self) -> None:
-        """Receive and apply it on the pool unless a thread has already taken it."""
-        if not self.done() and not self._claim.locked():
-            self._pool.submit(self.run_here)
-
-    def _run(self) -> None:
-        try:
-            self.set_result(self._work())
-        except BaseException as exc:
-            self.set_exception(exc)
-
-    def result(self, timeout: float | None = None) -> Any:
-        self.run_here(None if timeout is None else time.monotonic() + timeout)
-        return super().result(timeout)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        self.run_here(None if timeout is None else time.monotonic() + timeout)
-        return super().exception(timeout)
-
-
-class _SentRead(NamedTuple):
-    """A request's read of a cell sent on arrival: the statements' parameters with them."""
-
-    ahead: read_ahead.ReadAhead
-    band: tuple[datetime.datetime, datetime.datetime]
-    since: datetime.datetime
-
-
-@dataclass(slots=True)
-class _CellView:
-    """What we hold of one cell: its HostStates and how far we have read it."""
-
-    cell: Cell
-    # by compute-node uuid. Copy-on-write: a read that adds or removes hosts publishes a new
-    # dict, so a request iterates the one it got without a copy and without the lock.
-    hosts: dict[str, HostState] = field(default_factory=dict)
-    services: dict[str, dict[str, Any]] = field(default_factory=dict)  # by host name
-    # the hosts that have a service record (those a request may get), by uuid; rebuilt
-    # with ``hosts`` or when a service comes or goes, never modified once published
-    servable: dict[str, HostState] = field(default_factory=dict)
-    # (our clock) when the last successful window read started; None until the first one
-    read_started_at: datetime.datetime | None = None
-    # (our clock) when the last successful read of compute-node reports started
-    nodes_read_started_at: datetime.datetime | None = None
-    # the compute-node rows of the last reads, by uuid: the next read re-reads the slack
-    # window, and a row equal to the one applied then is not applied again. Rows reported
-    # before ``recent_cutoff`` (how far back the next window read goes) are dropped.
-    recent_rows: dict[str, queries.ComputeNodeRow] = field(default_factory=dict)
-    recent_cutoff: datetime.datetime | None = None
-    # bumped whenever a service row changes in more than its heartbeat; the lowest
-    # nova-compute version as of such a generation (``minimum_compute_version``)
-    services_generation: int = 0
-    min_version: tuple[int, int | None] | None = None
-    window_read_at: float = 0.0  # time.monotonic() of the last window read
-    full_read_at: float = 0.0  # time.monotonic() of the last whole read
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    health: _CellHealth = field(default_factory=_CellHealth)
-    # ``hosts`` by host name, and the ``hosts`` dict it was built from (rebuilt when a read
-    # publishes a new one): nova-compute's delete_instance_info casts look hosts up by name
-    host_index: tuple[dict[str, HostState], dict[str, list[HostState]]] | None = None
-    # the hosts whose services held are disabled or forced down, as of ``flags_generation``
-    # (a services_generation), and those of the database's exceptional services at the last
-    # request's read: what a request re-reads when the database no longer names them
-    flagged: frozenset[str] | None = None
-    flags_generation: int = -1
-    exceptions: dict[str, tuple[bool, bool, datetime.datetime | None]] = field(default_factory=dict)
-    exceptions_digest: tuple[tuple[int, ...], ...] | None = None
-    # (services_generation, exceptions, heartbeat slots outside the band, the held hosts
-    # not among the exceptions) of the last request's read: _held_not_exceptional
-    not_exceptional: tuple[int, Any, Any, frozenset[str]] | None = None
-    # host -> time.monotonic() when a request's read applied its service record: the
-    # refresher's reads that began earlier leave that record alone
-    services_fixed_at: dict[str, float] = field(default_factory=dict)
-
-
-class _CellRead(NamedTuple):
-    """One cell's answer to one request: its view and its HostStates at that moment."""
-
-    view: _CellView
-    hosts: dict[str, HostState]
-    servable: dict[str, HostState]
 
 
 class HostManager:
@@ -570,7 +140,7 @@ class HostManager:
                 )
             api_engine = db.get_engine(url)
         self.api_engine = api_engine
-        self._views: dict[str, _CellView] = {}
+        self._views: dict[str, CellView] = {}
         # the HostStates of every cell as columns, for the batch filters and weighers
         self.table = HostTable()
         self._views_lock = threading.Lock()
@@ -579,7 +149,7 @@ class HostManager:
         self._aggregates_loaded_at = 0.0
         self._aggregates_lock = threading.Lock()
         # the reads requests share: per (cell, window) and the aggregates' check
-        self._fresh = _FreshReads()
+        self._fresh = FreshReads()
         # the aggregate tables as of the last whole read of them, and when (our clock,
         # UTC) that read started; None before the first
         self._aggregates_seen: tuple[db.AggregatesFingerprint, datetime.datetime] | None = None
@@ -592,7 +162,7 @@ class HostManager:
         self.window_read_interval = float(
             getattr(conf.scheduler, "service_refresh_interval", _WINDOW_READ_SECONDS)
         )
-        # seconds between two reminders that a cell is still failing (_CellHealth)
+        # seconds between two reminders that a cell is still failing (CellHealth)
         self.cell_failure_log_interval = 60.0
         # per-host instance lists kept current by nova-compute's casts (nova's _instance_info)
         self.instance_tracker = InstanceTracker(conf, loader=self._read_host_instances)
@@ -600,9 +170,8 @@ class HostManager:
         # host (TypeAffinityFilter: their flavor; ImagePropertiesWeigher: their image
         # properties): instances are then read, with those details, for every request.
         self.instance_details = False
-        # the refresher thread (start_refresher), and what stops it
-        self._refresher: threading.Thread | None = None
-        self._stopping = threading.Event()
+        # the refresher thread (start_refresher, stop)
+        self._refresher = Refresher(self)
         # where each consumption of ours is counted: key (instance uuid) -> ((cell uuid,
         # compute-node uuid), ...), for nova's casts, Placement's view and the sweep
         # (``track_consumption``; entries released elsewhere are dropped by the sweep)
@@ -697,7 +266,7 @@ class HostManager:
         ahead = read_ahead.ReadAhead(self.api_engine)
         ahead.send(queries.aggregates_fingerprint_statement(count_hosts=False))
         work = functools.partial(self._check_aggregates, ahead=ahead)
-        return _InlineRead(work, ahead.wait, self._executor)
+        return InlineRead(work, ahead.wait, self._executor)
 
     def _check_aggregates(
         self, count_hosts: bool = False, ahead: read_ahead.ReadAhead | None = None
@@ -800,11 +369,11 @@ class HostManager:
             return [cell] if cell else []
         return list(self.enabled_cells.values())
 
-    def _view(self, cell: Cell) -> _CellView:
+    def _view(self, cell: Cell) -> CellView:
         with self._views_lock:
             view = self._views.get(cell.uuid)
             if view is None:
-                view = self._views[cell.uuid] = _CellView(cell=cell)
+                view = self._views[cell.uuid] = CellView(cell=cell)
             return view
 
     # -- start-up and the refresher ----------------------------------------------------------
@@ -820,7 +389,7 @@ class HostManager:
             cell_started = time.monotonic()
             try:
                 hosts = len(self._refresh_cell(cell, window=True).hosts)
-            except Exception as exc:  # logged by the cell's _CellHealth
+            except Exception as exc:  # logged by the cell's CellHealth
                 LOG.info(
                     "Warm-up: cell %s (%d of %d) could not be read: %s",
                     cell.name,
@@ -869,38 +438,9 @@ class HostManager:
         return out
 
     def start_refresher(self) -> None:
-        """Read every enabled cell's change window (and, every five minutes, the whole cell)
-        on a thread of its own, every ``service_refresh_interval`` seconds, so that requests
-        do not. Nothing to do when the interval is 0 (every request reads everything)."""
-        if self.window_read_interval <= 0 or self._refresher is not None:
-            return
-        install_gc_policy()
-        self._stopping.clear()
-        self._refresher = threading.Thread(
-            target=self._refresh_loop, name="host-refresh", daemon=True
-        )
+        """Start the refresher thread (``Refresher.start``): every enabled cell's change
+        window read every ``service_refresh_interval`` seconds, so that requests do not."""
         self._refresher.start()
-
-    def _refresh_loop(self) -> None:
-        while not self._stopping.wait(self.window_read_interval):
-            for cell in list(self.enabled_cells.values()):
-                if self._stopping.is_set():
-                    return
-                try:
-                    self._refresh_cell(cell, window=True, background=True)
-                except Exception as exc:  # the next round tries again; requests go on
-                    # (logged once, with reminders, by the cell's _CellHealth)
-                    LOG.debug("Could not refresh cell %s: %s", cell.name, exc)
-            if self.conf.scheduler.read_your_writes:
-                try:  # what the requests' checks leave out: a host out of an aggregate
-                    self._check_aggregates(count_hosts=True)
-                except Exception as exc:  # the next round tries again
-                    LOG.debug("Could not check the aggregates: %s", exc)
-            if time.monotonic() >= self._next_sweep:
-                try:
-                    self.expire_consumption()
-                except Exception:  # the next round tries again
-                    LOG.exception("Could not release expired consumption")
 
     def _refresh_cell(
         self,
@@ -910,7 +450,7 @@ class HostManager:
         wait: bool = True,
         request_id: str | None = None,
         background: bool = False,
-    ) -> _CellRead:
+    ) -> CellRead:
         """Read what changed in one cell and apply it to its HostStates.
 
         ``window`` forces a read of the whole change window (services, creations,
@@ -918,10 +458,10 @@ class HostManager:
         read before and is being read right now (by the refresher, or another request) is
         returned as it is, without a read of its own. Returns the cell's view and its
         HostStates at that moment (a dict no one modifies), so callers can iterate it while
-        another request refreshes the same cell. The cell's ``_CellHealth`` logs what fails:
+        another request refreshes the same cell. The cell's ``CellHealth`` logs what fails:
         a read that raises or runs longer than ``cell_timeout``, even one not waited for.
         ``background``: the refresher thread's read, which gives way to requests
-        (``_Pacer``).
+        (``Pacer``).
         """
         view = self._view(cell)
         timeout = self.conf.scheduler.cell_timeout
@@ -933,11 +473,11 @@ class HostManager:
                 raise CellReadFailed(f"cell {cell.name}: the last read failed, another is running")
             # the read in flight may be stuck (a locked table): say so, once
             view.health.timed_out(cell, timeout, interval, request_id, waited=False)
-            return _CellRead(view, view.hosts, view.servable)
+            return CellRead(view, view.hosts, view.servable)
         try:
             view.health.read_started()
             try:
-                read = self._read_cell(view, cell, window, _Pacer() if background else _no_pause)
+                read = self._read_cell(view, cell, window, Pacer() if background else no_pause)
             except Exception as exc:
                 view.health.read_ended(cell, timeout, interval, request_id, exc)
                 raise
@@ -947,8 +487,8 @@ class HostManager:
             view.lock.release()
 
     def _request_read(
-        self, cell: Cell, request_id: str | None = None, sent: _SentRead | None = None
-    ) -> _CellRead:
+        self, cell: Cell, request_id: str | None = None, sent: SentRead | None = None
+    ) -> CellRead:
         """A request's read of one cell: everything committed before it started is applied
         when it returns, without waiting for the refresher's read in flight.
 
@@ -1018,9 +558,9 @@ class HostManager:
         known = view.nodes_read_started_at
         if known is None or started > known:
             view.nodes_read_started_at = started
-        return _CellRead(view, view.hosts, view.servable)
+        return CellRead(view, view.hosts, view.servable)
 
-    def _sendable(self, view: _CellView) -> bool:
+    def _sendable(self, view: CellView) -> bool:
         """Whether a request's read of this cell is the two statements ``_request_read``
         runs (not a whole or window read)."""
         if view.read_started_at is None or view.health.errored:
@@ -1029,7 +569,7 @@ class HostManager:
             time.monotonic() - view.window_read_at < self.window_read_interval
         )
 
-    def _send_cell_read(self, cell: Cell) -> _SentRead | None:
+    def _send_cell_read(self, cell: Cell) -> SentRead | None:
         """Send a request's read of ``cell`` now, to be received by ``_request_read`` when
         the request needs it (``db.read_ahead``); None where that cannot be done (another
         driver than PyMySQL, a cell never read)."""
@@ -1045,11 +585,11 @@ class HostManager:
         if self.conf.scheduler.read_your_writes:
             ahead.send(*queries.service_exceptions_digest_statement(*band))
         ahead.send(*queries.compute_node_reports_statement(since))
-        return _SentRead(ahead, band, since)
+        return SentRead(ahead, band, since)
 
     def _apply_request_read(
         self,
-        view: _CellView,
+        view: CellView,
         cell: Cell,
         engine: Any,
         exceptions: dict[str, tuple[bool, bool, datetime.datetime | None]] | None,
@@ -1108,7 +648,7 @@ class HostManager:
         finally:
             view.lock.release()
 
-    def _apply_services(self, view: _CellView, cell: Cell, rows: list[queries.ServiceRow]) -> bool:
+    def _apply_services(self, view: CellView, cell: Cell, rows: list[queries.ServiceRow]) -> bool:
         """Apply service rows a request just read to the records held: a heartbeat in place,
         anything else as a new record on every node of the host. True when a row names a
         host without a record (a new service: the caller reads the window)."""
@@ -1155,7 +695,7 @@ class HostManager:
 
     def _held_not_exceptional(
         self,
-        view: _CellView,
+        view: CellView,
         cell: Cell,
         exceptions: dict[str, tuple[bool, bool, datetime.datetime | None]],
         band: tuple[datetime.datetime, datetime.datetime],
@@ -1180,7 +720,7 @@ class HostManager:
         return missing
 
     @staticmethod
-    def _held_flagged(view: _CellView) -> frozenset[str]:
+    def _held_flagged(view: CellView) -> frozenset[str]:
         """The hosts whose services held are disabled or forced down (recomputed only
         after a service changed in more than its heartbeat)."""
         generation = view.services_generation
@@ -1195,10 +735,10 @@ class HostManager:
         return flagged
 
     def _read_cell(
-        self, view: _CellView, cell: Cell, window: bool, pause: Callable[[], None] = _no_pause
-    ) -> _CellRead:
+        self, view: CellView, cell: Cell, window: bool, pause: Callable[[], None] = no_pause
+    ) -> CellRead:
         """The read of ``_refresh_cell``, under the view's lock. ``pause`` is called between
-        the queries and between rows (``_Pacer``)."""
+        the queries and between rows (``Pacer``)."""
         engine = db.get_engine(cell.database_connection)
         started = timeutils.utcnow()
         now = time.monotonic()
@@ -1260,11 +800,11 @@ class HostManager:
         # what the next reads may re-read: the next window read goes back to the slack
         # before the start of the last one (a read of reports goes back less far)
         self._remember_rows(view, nodes, view.read_started_at - _WATERMARK_SLACK)
-        return _CellRead(view, view.hosts, view.servable)
+        return CellRead(view, view.hosts, view.servable)
 
     @staticmethod
     def _remember_rows(
-        view: _CellView, nodes: list[queries.ComputeNodeRow], cutoff: datetime.datetime
+        view: CellView, nodes: list[queries.ComputeNodeRow], cutoff: datetime.datetime
     ) -> None:
         """Keep the rows a later read may re-read: those reported at or after ``cutoff``
         (the next read goes back no further), so that it need not apply them again.
@@ -1286,10 +826,10 @@ class HostManager:
 
     def _apply_full_read(
         self,
-        view: _CellView,
+        view: CellView,
         services: list[queries.ServiceRow],
         nodes: list[queries.ComputeNodeRow],
-        pause: Callable[[], None] = _no_pause,
+        pause: Callable[[], None] = no_pause,
         *,
         read_began: float | None = None,
     ) -> None:
@@ -1321,10 +861,10 @@ class HostManager:
 
     def _apply_changes(
         self,
-        view: _CellView,
+        view: CellView,
         services: list[queries.ServiceRow],
         nodes: list[queries.ComputeNodeRow],
-        pause: Callable[[], None] = _no_pause,
+        pause: Callable[[], None] = no_pause,
         *,
         read_began: float | None = None,
     ) -> None:
@@ -1390,7 +930,7 @@ class HostManager:
             view.servable = {u: hs for u, hs in hosts.items() if hs.service}
 
     def _apply_node(
-        self, view: _CellView, hosts: dict[str, HostState], row: queries.ComputeNodeRow
+        self, view: CellView, hosts: dict[str, HostState], row: queries.ComputeNodeRow
     ) -> None:
         """Apply a live compute-node row to ``hosts`` (a dict not yet published)."""
         uuid, host, nodename = row.uuid, row.host, row.hypervisor_hostname
@@ -1468,7 +1008,7 @@ class HostManager:
         """Start the request's check of the aggregates and its reads of its cells now,
         without waiting for them: they run (in the databases) while the request does other
         work, and ``sync_aggregates`` and ``get_host_states_by_uuids`` join them
-        (``_FreshReads``: they started after the request arrived). A second call joins
+        (``FreshReads``: they started after the request arrived). A second call joins
         what the first started; ``aggregates`` / ``cells`` False leave those out (a caller
         that wants the database to answer something else first)."""
         arrived = spec.arrived_at if isinstance(spec, SchedulingRequest) else None
@@ -1500,7 +1040,7 @@ class HostManager:
                 if sent is None:
                     return self._executor.submit(self._request_read, cell, request_id)
                 work = functools.partial(self._request_read, cell, request_id, sent)
-                return _InlineRead(work, sent.ahead.wait, self._executor)
+                return InlineRead(work, sent.ahead.wait, self._executor)
 
         return self._fresh.get(
             (cell.uuid, window), not_before, start, stuck_after=self.conf.scheduler.cell_timeout
@@ -1512,12 +1052,12 @@ class HostManager:
         request_id: str | None = None,
         window: bool = False,
         not_before: float | None = None,
-    ) -> list[_CellRead]:
+    ) -> list[CellRead]:
         """Refresh these cells in parallel; those that fail or time out are left out.
         ``window``: read each cell's whole change window (see ``_refresh_cell``). Each
         cell's answer includes every change committed before ``not_before``
         (``time.monotonic()``; default: now), the request's arrival: a read of the cell
-        started since then is shared, else one is started (``_FreshReads``)."""
+        started since then is shared, else one is started (``FreshReads``)."""
         if not cells:
             return []
         timeout = self.conf.scheduler.cell_timeout
@@ -1526,12 +1066,12 @@ class HostManager:
         futures = {self._cell_read(cell, window, not_before, request_id): cell for cell in cells}
         deadline = time.monotonic() + timeout
         for fut in futures:
-            if isinstance(fut, _InlineRead):
+            if isinstance(fut, InlineRead):
                 fut.run_here(deadline)
         left = max(0.0, deadline - time.monotonic())
         done, not_done = concurrent.futures.wait(futures, timeout=left)
-        reads: list[_CellRead] = []
-        # a failing cell is logged by its _CellHealth: once when it fails, at most every
+        reads: list[CellRead] = []
+        # a failing cell is logged by its CellHealth: once when it fails, at most every
         # cell_failure_log_interval while it fails, once when it answers again
         for fut, cell in futures.items():
             if fut in not_done:
@@ -1547,14 +1087,14 @@ class HostManager:
                     "Skipping the hosts of cell %s (%s)%s: %s",
                     cell.name,
                     cell.uuid,
-                    _req(request_id),
+                    for_request(request_id),
                     exc,
                 )
                 continue
             reads.append(fut.result())
         return reads
 
-    def _load_instances(self, views: list[_CellView], hosts: list[HostState]) -> None:
+    def _load_instances(self, views: list[CellView], hosts: list[HostState]) -> None:
         """Fill host.instances for the hosts of this request (needed by affinity filters,
         same/different host hints): one query per cell."""
         by_cell: dict[str, list[HostState]] = {}
@@ -1751,14 +1291,10 @@ class HostManager:
         return out
 
     def _refreshing(self) -> bool:
-        refresher = self._refresher
-        return refresher is not None and refresher.is_alive()
+        return self._refresher.running()
 
     def stop(self) -> None:
-        self._stopping.set()
-        refresher, self._refresher = self._refresher, None
-        if refresher is not None and refresher is not threading.current_thread():
-            refresher.join(timeout=5)
+        self._refresher.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -1801,7 +1337,7 @@ def _needs_instances(spec: RequestSpec) -> bool:
     return "same_host" in hints or "different_host" in hints
 
 
-def _hosts_named(view: _CellView, host: str) -> list[HostState]:
+def _hosts_named(view: CellView, host: str) -> list[HostState]:
     """The HostStates of one host in one cell (by the view's host-name index)."""
     hosts, index = view.hosts, view.host_index
     if index is None or index[0] is not hosts:

@@ -2,7 +2,7 @@
 ``BaseRPCAPI`` (namespace ``baseapi``, 1.1).
 
 This module only speaks RPC: it decodes nova primitives into the request model
-(``scheduler/rpc/wire.py``), hands them to the driver, and encodes the answer the way the
+(``scheduler/rpc/wire/``), hands them to the driver, and encodes the answer the way the
 caller's RPC version expects. It never decides anything itself.
 """
 

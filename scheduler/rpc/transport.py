@@ -3,7 +3,7 @@
 Transports use nova's control exchange (``nova``) so that a nova conductor and novasched talk
 over the same broker objects. Contexts travel as nova's ``_context_*`` keys through the
 serializer from ``scheduler/rpc/context.py``; object payloads travel as plain nova primitives
-(the manager decodes them with ``scheduler/rpc/wire.py``), so the object layer of the serializer
+(the manager decodes them with ``scheduler/rpc/wire/``), so the object layer of the serializer
 is a no-op.
 """
 

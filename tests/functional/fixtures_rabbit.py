@@ -139,3 +139,10 @@ class NotificationRecorder:
                         f"no {event_type} for {instance_uuid} within {timeout} s; seen: {events}"
                     )
                 self.cond.wait(left)
+
+
+def rabbitmqctl(*args: str) -> None:
+    """Run ``rabbitmqctl`` with ``args``; fail the test if it fails."""
+    done = subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        pytest.fail(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")

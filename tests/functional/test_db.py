@@ -208,7 +208,7 @@ def _get(client: PlacementClient, path: str) -> dict:
 
 def test_db_sync_schema_is_novas_on_the_server(server_kind):  # noqa: F811
     # same comparison as tests/unit/db/test_schema.py, on the reflected MariaDB/PostgreSQL
-    from tests.unit.db.test_schema import check_nova_instance_round_trip, schema_differences
+    from tests.unit.db.schema_check import check_nova_instance_round_trip, schema_differences
 
     with make_database(server_kind) as api_url, make_database(server_kind) as cell_url:
         for url, which in ((api_url, "api"), (cell_url, "cell")):

@@ -40,7 +40,11 @@ from scheduler.rpc.rpcapi import SchedulerAPI
 from tests.faults.proxy import FaultProxy
 from tests.functional.fixtures_cloud import load_fleet_and_placement
 from tests.functional.fixtures_rabbit import RABBIT_PORT, ensure_rabbit
-from tests.functional.test_race import _scheduler_processes, scheduler_client, scheduler_nova_conf
+from tests.functional.fixtures_race import (
+    scheduler_client,
+    scheduler_nova_conf,
+    scheduler_processes,
+)
 
 HOSTS = 12
 
@@ -158,7 +162,7 @@ def scheduler(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sch
             f"log_dir = {reports}\n",
         )
         log = tmp / "scheduler.log"
-        proc = stack.enter_context(_scheduler_processes(conf, log))
+        proc = stack.enter_context(scheduler_processes(conf, log))
         client = scheduler_client(stack, exchange, 60)
         svc = Scheduler(
             proc,

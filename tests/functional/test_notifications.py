@@ -11,10 +11,8 @@ notification_format``. The versioned payloads are then read back by nova 34's ow
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid as uuidlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import oslo_messaging
@@ -32,12 +30,9 @@ from tests.functional.fixtures_nova import (  # noqa: F401 - nova_python is a fi
     nova_python,
 )
 from tests.functional.fixtures_rabbit import (
-    RABBIT_HOST,
-    RABBIT_PORT,
     NotificationRecorder,
-    ensure_rabbit,
 )
-from tests.unit.scheduler.drivers.test_filter_scheduler import (
+from tests.unit.scheduler.drivers.fakes import (
     FakeHostManager,
     FakePlacement,
     make_host,
@@ -46,28 +41,6 @@ from tests.unit.scheduler.drivers.test_filter_scheduler import (
 PROJECT = "6f70656e-7374-6163-6b00-70726f6a6563"
 USER = "75736572-0000-4000-8000-000000000001"
 HOST = "notif-host"
-
-
-def _rabbitmqctl(*args: str) -> None:
-    done = subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        pytest.fail(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")
-
-
-@pytest.fixture(scope="module")
-def rabbit_vhost() -> Iterator[str]:
-    """The URL of a RabbitMQ vhost of this module's own (deleted after), so that nova's fixed
-    names (exchange ``nova``, topics ``scheduler``, ``notifications``) are its tests' alone.
-    Each test consumes every notification it causes (it asserts the exact lists), so the
-    next one starts from empty queues; rabbitmqctl costs seconds per call."""
-    ensure_rabbit()
-    vhost = f"novasched-edge-{uuidlib.uuid4().hex[:10]}"
-    _rabbitmqctl("add_vhost", vhost)
-    try:
-        _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-        yield f"rabbit://guest:guest@{RABBIT_HOST}:{RABBIT_PORT}/{vhost}"
-    finally:
-        subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True, timeout=60)
 
 
 @pytest.fixture

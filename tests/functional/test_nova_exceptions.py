@@ -26,8 +26,7 @@ from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.service import SchedulerService
 from tests.functional.fixtures_nova import _run_nova_side, nova_python  # noqa: F401
-from tests.functional.test_notifications import rabbit_vhost  # noqa: F401 - a fixture
-from tests.unit.scheduler.drivers.test_filter_scheduler import (
+from tests.unit.scheduler.drivers.fakes import (
     FakeHostManager,
     FakePlacement,
     make_host,

@@ -438,7 +438,7 @@ def test_a_failed_query_in_flight_fails_every_query_waiting_for_it(placement_ser
 def _driver_on(client: PlacementClient, n: int = 2):
     """The real filter scheduler on ``client``, with HostStates for n fresh providers."""
     from scheduler.drivers.filter_scheduler import FilterScheduler
-    from tests.unit.scheduler.drivers.test_filter_scheduler import FakeHostManager, make_host
+    from tests.unit.scheduler.drivers.fakes import FakeHostManager, make_host
 
     _, rps = _fleet(client, n)
     hosts = []

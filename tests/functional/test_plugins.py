@@ -146,7 +146,7 @@ def test_enabled_in_nova_conf_they_explain_no_valid_host(example_package, tmp_pa
         from scheduler.drivers.filter_scheduler import FilterScheduler
         from scheduler.exceptions import NoValidHost
         from scheduler.objects import Aggregate
-        from tests.unit.scheduler.drivers.test_filter_scheduler import (
+        from tests.unit.scheduler.drivers.fakes import (
             FakeHostManager, FakePlacement, make_host, make_spec,
         )
 

@@ -12,7 +12,6 @@ import shutil
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,54 +19,25 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
-from placement_client import PlacementClient, ProviderSpec
+from placement_client import PlacementClient
 from provider_view.api_feed import ApiFeed
 from provider_view.db_feed import DatabaseFeed
 from provider_view.model import ProviderRecord
 from provider_view.view import ProviderView
-from scheduler.demo.embedded_placement import EmbeddedPlacement
-from tests.functional.fixtures_db import make_database
-from tests.functional.fixtures_placement import (  # noqa: F401 - pytest fixtures
-    make_mariadb_placement,
-    placement_service,
+from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
+from tests.functional.fixtures_provider_view import (
+    GPU,
+    claim,
+    new_uuid,
+    provider_inventories,
 )
 
-PROJECT = "p-" + uuid.uuid4().hex[:8]
-USER = "u-" + uuid.uuid4().hex[:8]
 NEVER = 1e9  # full_scan_every: no timed full scan, so the incremental paths are the ones tested
-GPU = "CUSTOM_DBFEED_GPU"
-
-
-def _u() -> str:
-    return str(uuid.uuid4())
 
 
 # -------------------------------------------------------------------------- fixtures
 
-
-@pytest.fixture(scope="module", params=["sqlite", "mariadb", "postgresql"])
-def placement(request: pytest.FixtureRequest) -> Iterator[SimpleNamespace]:
-    """A started Placement (``service``), a client of it and the URL of its database."""
-    kind = request.param
-    with contextlib.ExitStack() as stack:
-        if kind == "sqlite":
-            service = request.getfixturevalue("placement_service")
-        elif kind == "mariadb":
-            service = make_mariadb_placement(workers=2)
-            stack.callback(service.stop)
-            service.start()
-        else:
-            url = stack.enter_context(make_database("postgresql", "novasched_dbfeed"))
-            service = EmbeddedPlacement(url, mode="process", workers=2)
-            stack.callback(service.stop)
-            service.start()
-        client = PlacementClient(service.url, claim_retries=4, retry_backoff=0.01)
-        yield SimpleNamespace(kind=kind, service=service, client=client, db_url=service.db_url)
-
-
-@pytest.fixture
-def client(placement: SimpleNamespace) -> PlacementClient:
-    return placement.client
+# placement (one per backend), client and fleet are in conftest.py
 
 
 def _feed(placement: SimpleNamespace, **kwargs) -> DatabaseFeed:
@@ -83,61 +53,6 @@ def feed(placement: SimpleNamespace) -> Iterator[DatabaseFeed]:
 
 
 # -------------------------------------------------------------------------- helpers
-
-
-def _inventories(vcpu: int = 8) -> dict:
-    return {
-        "VCPU": {"total": vcpu, "max_unit": vcpu, "allocation_ratio": 4.0},
-        "MEMORY_MB": {"total": 8192, "reserved": 512, "max_unit": 8192, "allocation_ratio": 1.5},
-        "DISK_GB": {"total": 100, "max_unit": 50, "step_size": 5, "min_unit": 5},
-    }
-
-
-def _fleet(client: PlacementClient, n: int = 3) -> SimpleNamespace:
-    """``n`` root providers in one fresh aggregate, a GPU child under the first, and a
-    consumer on the first root and its child."""
-    agg = _u()
-    roots = [_u() for _ in range(n)]
-    child = _u()
-    specs = [
-        ProviderSpec(
-            rp,
-            f"dbfeed-{rp[:8]}",
-            _inventories(),
-            traits=["CUSTOM_DBFEED", "HW_CPU_X86_AVX2"],
-            aggregates=[agg],
-        )
-        for rp in roots
-    ]
-    specs.append(
-        ProviderSpec(child, f"dbfeed-gpu-{child[:8]}", {GPU: 4}, parent_provider_uuid=roots[0])
-    )
-    client.create_providers_bulk(specs, workers=4)
-    consumer = _u()
-    _claim(client, consumer, {roots[0]: {"VCPU": 2, "MEMORY_MB": 1024}, child: {GPU: 1}})
-    # every provider made, parents before children (for the clean-up)
-    providers = [*roots, child]
-    return SimpleNamespace(
-        roots=roots, child=child, agg=agg, consumer=consumer, providers=providers
-    )
-
-
-@pytest.fixture
-def fleet(client: PlacementClient) -> Iterator[SimpleNamespace]:
-    """A fresh ``_fleet``, removed afterwards (allocations, then providers, children first),
-    so that every test compares a few providers only."""
-    fleet = _fleet(client)
-    yield fleet
-    for rp in reversed(fleet.providers):
-        got = client.get_provider_part(rp, "allocations")
-        for consumer in got[1] if got else ():
-            client.delete_allocation_for_instance(consumer)
-        client.delete_provider(rp)
-
-
-def _claim(client: PlacementClient, consumer: str, allocations: dict[str, dict[str, int]]) -> None:
-    request = {"allocations": {rp: {"resources": res} for rp, res in allocations.items()}}
-    client.claim_resources(consumer, request, PROJECT, USER)
 
 
 def _generation(client: PlacementClient, rp: str) -> int:
@@ -214,17 +129,17 @@ def test_an_idle_poll_reads_nothing(fleet, feed, client):
 
 
 def _change_claim(client, fleet):
-    _claim(client, _u(), {fleet.roots[1]: {"VCPU": 3, "DISK_GB": 10}})
+    claim(client, new_uuid(), {fleet.roots[1]: {"VCPU": 3, "DISK_GB": 10}})
 
 
 def _change_reclaim(client, fleet):
     # a consumer that holds allocations claims again (a move: the client claims source and
     # destination together): the source's rows are written again, the same count and sum
-    _claim(client, fleet.consumer, {fleet.roots[2]: {"VCPU": 1}})
+    claim(client, fleet.consumer, {fleet.roots[2]: {"VCPU": 1}})
 
 
 def _change_inventory(client, fleet):
-    inv = _inventories(vcpu=16)
+    inv = provider_inventories(vcpu=16)
     inv["MEMORY_MB"]["reserved"] = 1024
     client.set_inventories(fleet.roots[1], inv)
 
@@ -234,7 +149,7 @@ def _change_traits(client, fleet):
 
 
 def _change_aggregates(client, fleet):
-    client.set_aggregates(fleet.roots[1], [fleet.agg, _u()])
+    client.set_aggregates(fleet.roots[1], [fleet.agg, new_uuid()])
 
 
 def _change_delete_provider(client, fleet):
@@ -242,20 +157,20 @@ def _change_delete_provider(client, fleet):
 
 
 def _change_new_provider(client, fleet):
-    rp = _u()
+    rp = new_uuid()
     fleet.providers.append(rp)
     client.create_provider(
-        rp, f"dbfeed-new-{rp[:8]}", inventories=_inventories(), traits=["CUSTOM_DBFEED_NEW"]
+        rp, f"dbfeed-new-{rp[:8]}", inventories=provider_inventories(), traits=["CUSTOM_DBFEED_NEW"]
     )
 
 
 def _change_child_provider(client, fleet):
-    rp = _u()
+    rp = new_uuid()
     fleet.providers.append(rp)
     client.create_provider(
         rp, f"dbfeed-child-{rp[:8]}", inventories={GPU: 2}, parent_provider_uuid=fleet.roots[1]
     )
-    _claim(client, _u(), {rp: {GPU: 1}})
+    claim(client, new_uuid(), {rp: {GPU: 1}})
 
 
 CHANGES = {
@@ -309,8 +224,8 @@ def test_own_claims_are_folded_into_the_record(fleet, feed, client):
     view = _loaded(feed, client)
     rp = fleet.roots[1]
     generation = view.record(rp).generation
-    consumer = _u()
-    _claim(client, consumer, {rp: {"VCPU": 1}})
+    consumer = new_uuid()
+    claim(client, consumer, {rp: {"VCPU": 1}})
     view.assume(consumer, {rp: {"resources": {"VCPU": 1}}})
     assert view.known(rp) == (generation, generation + 1)
     # the generation is the one the view expects, yet the provider is read again: its
@@ -325,7 +240,7 @@ def test_own_claims_are_folded_into_the_record(fleet, feed, client):
 def test_dirty_providers_are_read_again(fleet, feed, client):
     view = _loaded(feed, client)
     reads = feed.reads
-    view.mark_dirty([fleet.roots[1], _u()])  # the second one does not exist
+    view.mark_dirty([fleet.roots[1], new_uuid()])  # the second one does not exist
     assert view.changed.is_set()
     assert feed.poll(view) == 1
     assert feed.reads == reads + 1
@@ -444,7 +359,7 @@ def test_allocations_of_no_provider_are_counted_once(fleet, feed, client, placem
     """Allocation rows whose provider does not exist (Placement never leaves any, but a
     database may hold some) must not make every poll run the per-provider count."""
     view = _loaded(feed, client)
-    orphan = _u()
+    orphan = new_uuid()
     _write_sql(
         placement,
         "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, "

@@ -30,12 +30,7 @@ from scheduler.placement import query
 from scheduler.placement.client import view_from_conf
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
-from tests.functional.test_provider_view_db_feed import (  # noqa: F401 - fixtures
-    client,
-    fleet,
-    placement,
-)
-from tests.functional.test_race import mariadb_race_cloud
+from tests.functional.fixtures_race import mariadb_race_cloud
 
 HOSTS = 4
 SLOW = 60.0  # the background refresh: never within a test
@@ -219,7 +214,7 @@ def test_a_provider_moved_to_another_tree_just_before_a_request_is_seen_by_in_tr
         assert resp.status_code == 200, resp.text
         req = driver.new_request(RequestContext(request_id="req-fresh-tree"), _spec())
         queries = query.build_queries(req, conf=CONF, in_tree=child)
-        candidates = driver._candidates_from_view(req, queries)
+        candidates = driver.candidates.from_view(req, queries)
         assert req.candidate_source == "view", req.view_declined
         assert [list(a["allocations"]) for a in candidates.allocation_requests] == [[second]]
     finally:

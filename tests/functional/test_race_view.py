@@ -27,12 +27,12 @@ from placement_client.errors import PlacementClientError
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit
-from tests.functional.test_race import (
+from tests.functional.fixtures_race import (
     Outcomes,
-    _scheduler_processes,
     mariadb_race_cloud,
     scheduler_client,
     scheduler_nova_conf,
+    scheduler_processes,
 )
 
 HOSTS = 6
@@ -121,7 +121,7 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
             placement="view_refresh_interval = 0.5\n" + view_conf,
         )
         log_path = tmp_path / "scheduler.log"
-        proc = stack.enter_context(_scheduler_processes(conf_path, log_path))
+        proc = stack.enter_context(scheduler_processes(conf_path, log_path))
         _wait_views_loaded(proc, log_path)
 
         client = scheduler_client(stack, exchange, 90)

@@ -29,7 +29,7 @@ from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, RequestSpec
 from tests.functional.fixtures_neutron import NeutronStandIn
 from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
-from tests.unit.scheduler.drivers.test_filter_scheduler import FakeHostManager, make_host
+from tests.unit.scheduler.drivers.fakes import FakeHostManager, make_host
 
 NET_A = "9d1c0a5e-0000-4000-8000-0000000000a1"  # routed: segment A only
 NET_AB = "9d1c0a5e-0000-4000-8000-0000000000a2"  # routed: segments A and B

@@ -19,7 +19,7 @@ from filters.compute_filter import ComputeFilter
 from filters.handler import FilterHandler, HostList
 from filters.image_props_filter import ImagePropertiesFilter
 from tests.unit.filters.fakes import NOW, make_host, make_service, make_spec, override, tabled
-from tests.unit.filters.test_default_filters_list_equals_per_host import (
+from tests.unit.filters.strategies import (
     SETTINGS,
     capability_hosts,
     compute_case,

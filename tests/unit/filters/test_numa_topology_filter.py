@@ -12,14 +12,16 @@ from scheduler.objects import Flavor, RequestSpec
 from scheduler.request import SchedulingRequest
 from scheduler.resources import numa
 from tests.unit.filters.fakes import make_host, make_spec, run_filter
-from tests.unit.scheduler.resources.test_numa import (
+from tests.unit.scheduler.resources.builders import (
+    alias_request,
     host_cell,
     host_topology,
     instance_cell,
     instance_topology,
+    pool,
+    pool_list,
     smt_host,
 )
-from tests.unit.scheduler.resources.test_pci import alias_request, pool, pool_list
 
 GPU = ("10de", "1eb8")
 

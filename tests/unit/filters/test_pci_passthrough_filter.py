@@ -9,7 +9,7 @@ import pytest
 from filters.pci_passthrough_filter import PciPassthroughFilter
 from scheduler.objects import RequestSpec
 from tests.unit.filters.fakes import make_host, make_spec, run_filter
-from tests.unit.scheduler.resources.test_pci import (
+from tests.unit.scheduler.resources.builders import (
     GPU,
     NIC,
     alias_request,

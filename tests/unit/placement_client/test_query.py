@@ -136,3 +136,16 @@ def test_querystring_round_trips_and_is_sorted(resources, required, limit):
     else:
         assert "resources" not in decoded and "required" not in decoded
     assert decoded.get("limit") == (str(limit) if limit is not None else None)
+
+
+def test_a_group_of_aggregates_alone_is_not_empty_but_in_tree_alone_is():
+    # nova's RequestGroup.is_empty: member_of and forbidden aggregates count, in_tree does not
+    assert not QueryGroup(member_of=[["agg-1", "agg-2"]]).is_empty()
+    assert not QueryGroup(forbidden_aggregates={"agg-3"}).is_empty()
+    assert QueryGroup(in_tree="rp-1", resources={"VCPU": 0}).is_empty()
+    query = AllocationCandidatesQuery(
+        [QueryGroup(resources={"VCPU": 1}), QueryGroup(suffix="1", member_of=[["agg-1"]])]
+    )
+    # on the wire as nova sends it (Placement then judges a resourceless granular group)
+    assert [g.suffix for g in query.effective_groups()] == ["", "1"]
+    assert "member_of1=in:agg-1" in _qs(query)

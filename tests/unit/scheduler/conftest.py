@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import db
-from tests.unit.scheduler.hosts.test_manager import Env
+from tests.unit.scheduler.hosts.env import Env
 
 
 @pytest.fixture

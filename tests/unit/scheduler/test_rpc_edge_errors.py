@@ -17,7 +17,7 @@ from scheduler.rpc import rpcapi
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.manager import SchedulerManager
 from scheduler.rpc.wire import request_spec_to_primitive
-from tests.unit.scheduler.rpc.test_manager import FakeDriver
+from tests.unit.scheduler.rpc.fakes import FakeDriver
 
 I1 = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b21"
 DETAIL = "0/3 hosts available: 3 AggregateInstanceExtraSpecsFilter (agg 1c0ffee0)"

@@ -18,13 +18,13 @@ from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.manager import SchedulerManager
 from scheduler.rpc.wire import request_spec_to_primitive
-from tests.unit.scheduler.drivers.test_filter_scheduler import (
+from tests.unit.scheduler.drivers.fakes import (
     FakeHostManager,
     FakePlacement,
     make_host,
     make_spec,
 )
-from tests.unit.scheduler.rpc.test_manager import FakeDriver
+from tests.unit.scheduler.rpc.fakes import FakeDriver
 
 I1 = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b21"
 

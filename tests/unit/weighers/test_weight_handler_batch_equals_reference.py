@@ -8,17 +8,17 @@ import logging
 import math
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from tests.unit.filters.fakes import make_host, make_spec
-from tests.unit.weighers.test_weighers_list_equals_per_host import (
+from tests.unit.weighers.fakes import Clamped, Flat
+from tests.unit.weighers.strategies import (
     ALL_WEIGHERS,
     conf,
     configured,
     hosts_and_aggregates,
+    multipliers,
     requests,
 )
-from weighers import BaseHostWeigher, Same
 from weighers.handler import WeightHandler
 
 
@@ -47,21 +47,6 @@ def reference(weighers, hosts, spec):
     return [(hosts[i], weights[i]) for i in order]
 
 
-multipliers = st.fixed_dictionaries(
-    {
-        ("cpu_weight_multiplier", "filter_scheduler"): st.sampled_from([1.0, -1.0, 0.25]),
-        ("disk_weight_multiplier", "filter_scheduler"): st.sampled_from([1.0, 0.0, -3.0]),
-        ("io_ops_weight_multiplier", "filter_scheduler"): st.sampled_from([-1.0, 2.0]),
-        ("num_instances_weight_multiplier", "filter_scheduler"): st.sampled_from([0.0, 1.0]),
-        ("pci_weight_multiplier", "filter_scheduler"): st.sampled_from([1.0, 0.0, 5.0]),
-        ("hypervisor_version_weight_multiplier", "filter_scheduler"): st.sampled_from([1.0, -1.0]),
-        ("cross_cell_move_weight_multiplier", "filter_scheduler"): st.sampled_from([1e6, 1.0]),
-        ("soft_affinity_weight_multiplier", "filter_scheduler"): st.sampled_from([1.0, 2.0]),
-        ("soft_anti_affinity_weight_multiplier", "filter_scheduler"): st.sampled_from([1.0, 0.5]),
-    }
-)
-
-
 def assert_same(got, expected):
     assert [id(w.obj) for w in got] == [id(h) for h, _ in expected]
     for w, (_, weight) in zip(got, expected, strict=True):
@@ -85,33 +70,6 @@ def test_weight_handler_batch_equals_per_host_reference(hosts, spec, values, mor
     # rank is weigh without the WeighedHost wrappers
     assert [id(h) for h in ranked] == [id(w.obj) for w in got]
     assert weights == [w.weight for w in got]
-
-
-class Clamped(BaseHostWeigher):
-    """A plugin-style weigher (values as strings, its own per-host multiplier) with both
-    bounds, to cover the clamping and the per-host multiplier paths."""
-
-    minval = -5
-    maxval = 50
-    multiplier_option = "ram_weight_multiplier"
-
-    def _weigh_object(self, host_state, weight_properties):
-        return str(host_state.num_io_ops * 10 - 20)
-
-    def weight_multiplier(self, host_state):
-        return 2.0 if host_state.num_instances % 2 else -0.5
-
-
-class Flat(BaseHostWeigher):
-    """Every host weighs the same, announced by prepare with Same."""
-
-    minval = 0
-
-    def prepare(self, weight_properties, hosts):
-        return Same(3)
-
-    def weigh(self, host_state, prepared):
-        raise AssertionError("a Same from prepare: no host is weighed")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,17 +11,14 @@ from hypothesis import HealthCheck, given, settings
 
 import weighers.handler as handler_mod
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, tabled
-from tests.unit.weighers.test_weighers_list_equals_per_host import (
+from tests.unit.weighers.fakes import Clamped, Flat
+from tests.unit.weighers.strategies import (
     ALL_WEIGHERS,
     conf,
     configured,
     hosts_and_aggregates,
-    requests,
-)
-from tests.unit.weighers.test_weight_handler_batch_equals_reference import (
-    Clamped,
-    Flat,
     multipliers,
+    requests,
 )
 from weighers.handler import WeighedHost, WeigherError, WeightHandler
 

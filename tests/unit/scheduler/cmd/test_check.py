@@ -9,24 +9,13 @@ import types
 
 import pytest
 import sqlalchemy as sa
-from oslo_config import cfg
 
 import db
 from db.queries import READ_COLUMNS
-from scheduler import conf as novasched_conf
 from scheduler.cmd import check
 from scheduler.cmd.check import CheckContext, CheckResult, Status
 from tests.db_rows import compute_node, compute_service
-
-
-def _conf(tmp_path, text: str = "") -> cfg.ConfigOpts:
-    path = tmp_path / "nova.conf"
-    path.write_text(text)
-    conf = cfg.ConfigOpts()
-    novasched_conf.register_opts(conf)
-    conf(["--config-file", str(path)], project="nova", default_config_files=[])
-    return conf
-
+from tests.unit.scheduler.cmd.builders import make_conf
 
 # ------------------------------------------------------------------------------ masking
 
@@ -130,7 +119,7 @@ def test_a_check_that_raises_is_a_failure_of_that_check(tmp_path):
             self.closed = True
 
     bar = Bar()
-    ctx = CheckContext(_conf(tmp_path), progress=bar)
+    ctx = CheckContext(make_conf(tmp_path), progress=bar)
     results = check.run_checks(ctx, [boom, fine])
     assert [r.name for r in results] == ["Exploding", "Fine"]
     assert results[0].status is Status.FAILURE and "KeyError" in results[0].details
@@ -176,7 +165,7 @@ def test_read_placement_config(tmp_path):
 
 
 def test_conflict_retries_unreadable_config_is_a_warning(tmp_path):
-    ctx = CheckContext(_conf(tmp_path), placement_config_file=str(tmp_path / "missing.conf"))
+    ctx = CheckContext(make_conf(tmp_path), placement_config_file=str(tmp_path / "missing.conf"))
     result = check.check_conflict_retries(ctx)
     assert result.status is Status.WARNING
     assert "could not be read" in result.details and "--placement-config-file" in result.remedy
@@ -191,7 +180,7 @@ def test_conflict_retries_names_the_workers(tmp_path):
         "[placement_database]\nconnection = mysql+pymysql://u:pw99@h/placement\n"
         "[placement]\nallocation_conflict_retry_count = 10\n"
     )
-    conf = _conf(tmp_path, "[scheduler]\nworkers = 3\n[placement]\nclaim_retries = 6\n")
+    conf = make_conf(tmp_path, "[scheduler]\nworkers = 3\n[placement]\nclaim_retries = 6\n")
     result = check.check_conflict_retries(CheckContext(conf, placement_config_file=str(placement)))
     assert result.status is Status.FAILURE
     assert "3 novasched scheduler worker(s) ([scheduler] workers)" in result.details
@@ -206,8 +195,8 @@ def test_conflict_retries_names_the_workers(tmp_path):
 
 
 def test_plugins_ok_and_unknown_names(tmp_path):
-    assert check.check_plugins(CheckContext(_conf(tmp_path))).status is Status.OK
-    conf = _conf(
+    assert check.check_plugins(CheckContext(make_conf(tmp_path))).status is Status.OK
+    conf = make_conf(
         tmp_path,
         "[filter_scheduler]\nenabled_filters = ComputeFilter,BogusFilter\n"
         "weight_classes = RAMWeigher,BogusWeigher\n",
@@ -221,7 +210,7 @@ def test_plugins_ok_and_unknown_names(tmp_path):
 
 
 def test_an_enabled_filter_missing_from_available_filters_says_where_to_add_it(tmp_path):
-    conf = _conf(
+    conf = make_conf(
         tmp_path,
         "[filter_scheduler]\n"
         "available_filters = filters.compute_filter.ComputeFilter\n"
@@ -236,20 +225,20 @@ def test_an_enabled_filter_missing_from_available_filters_says_where_to_add_it(t
 
 
 def test_driver_old_class_path_warns_and_unknown_driver_fails(tmp_path):
-    old = _conf(tmp_path, "[scheduler]\ndriver = nova.scheduler.chance.ChanceScheduler\n")
+    old = make_conf(tmp_path, "[scheduler]\ndriver = nova.scheduler.chance.ChanceScheduler\n")
     result = check.check_plugins(CheckContext(old))
     assert result.status is Status.WARNING
     assert "it loads chance_scheduler" in result.details
     assert "driver = chance_scheduler" in result.remedy
-    bad = _conf(tmp_path, "[scheduler]\ndriver = nope_scheduler\n")
+    bad = make_conf(tmp_path, "[scheduler]\ndriver = nope_scheduler\n")
     result = check.check_plugins(CheckContext(bad))
     assert result.status is Status.FAILURE
     assert "filter_scheduler" in result.remedy and "caching_scheduler" in result.remedy
 
 
 def test_ignored_options(tmp_path):
-    assert check.check_ignored_options(CheckContext(_conf(tmp_path))).status is Status.OK
-    conf = _conf(tmp_path, "[filter_scheduler]\nsome_future_option = 1\n")
+    assert check.check_ignored_options(CheckContext(make_conf(tmp_path))).status is Status.OK
+    conf = make_conf(tmp_path, "[filter_scheduler]\nsome_future_option = 1\n")
     result = check.check_ignored_options(CheckContext(conf))
     assert result.status is Status.WARNING
     assert "filter_scheduler.some_future_option" in result.details and result.remedy
@@ -276,7 +265,7 @@ def sqlite_cloud(tmp_path):
 
 def test_databases_ok_and_cell0_and_disabled_cells_left_out(tmp_path, sqlite_cloud):
     api_url, _ = sqlite_cloud
-    ctx = CheckContext(_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
+    ctx = CheckContext(make_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
     result = check.check_databases(ctx)
     ctx.close()
     assert result.status is Status.OK, result.details
@@ -292,7 +281,7 @@ def test_missing_table_and_columns_are_named(tmp_path, sqlite_cloud):
         conn.exec_driver_sql("ALTER TABLE compute_nodes DROP COLUMN stats")
         conn.exec_driver_sql("ALTER TABLE instance_system_metadata RENAME TO other")
     engine.dispose()
-    ctx = CheckContext(_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
+    ctx = CheckContext(make_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
     result = check.check_databases(ctx)
     ctx.close()
     assert result.status is Status.FAILURE
@@ -305,14 +294,14 @@ def test_missing_table_and_columns_are_named(tmp_path, sqlite_cloud):
 
 def test_missing_sqlite_file_is_not_created(tmp_path):
     missing = tmp_path / "no-such.db"
-    ctx = CheckContext(_conf(tmp_path, f"[api_database]\nconnection = sqlite:///{missing}\n"))
+    ctx = CheckContext(make_conf(tmp_path, f"[api_database]\nconnection = sqlite:///{missing}\n"))
     result = check.check_databases(ctx)
     assert result.status is Status.FAILURE and "does not exist" in result.details
     assert not missing.exists()
 
 
 def test_unset_api_database(tmp_path):
-    ctx = CheckContext(_conf(tmp_path))
+    ctx = CheckContext(make_conf(tmp_path))
     result = check.check_databases(ctx)
     assert result.status is Status.FAILURE and "[api_database] connection" in result.details
     assert check.check_compute_nodes(ctx).status is Status.WARNING
@@ -334,7 +323,7 @@ def test_compute_node_offenders_are_counted_and_the_first_few_named(tmp_path, sq
             conn.execute(db.models.compute_nodes.insert().values(compute_node(f"u{i}", f"h{i}")))
         conn.execute(db.models.services.insert().values(compute_service("h0")))
     engine.dispose()
-    ctx = CheckContext(_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
+    ctx = CheckContext(make_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
     assert check.check_databases(ctx).status is Status.OK
     # a stand-in for the client the Placement check leaves (this is a unit test of check.py)
     ctx.placement = types.SimpleNamespace(
@@ -356,7 +345,7 @@ def test_compute_node_offenders_are_counted_and_the_first_few_named(tmp_path, sq
 
 
 def test_placement_options_that_make_no_client(tmp_path):
-    ctx = CheckContext(_conf(tmp_path, "[placement]\nauth_type = noauth2\n"))
+    ctx = CheckContext(make_conf(tmp_path, "[placement]\nauth_type = noauth2\n"))
     result = check.check_placement(ctx)
     assert result.status is Status.FAILURE
     assert "endpoint_override" in result.details and "auth_type" in result.remedy
@@ -371,9 +360,11 @@ def test_microversion_parsing(text, mv):
 
 
 def test_broker_fake_and_other_drivers(tmp_path):
-    fake = check.check_broker(CheckContext(_conf(tmp_path, "[DEFAULT]\ntransport_url = fake://\n")))
+    fake = check.check_broker(
+        CheckContext(make_conf(tmp_path, "[DEFAULT]\ntransport_url = fake://\n"))
+    )
     assert fake.status is Status.OK and "in-process" in fake.details
-    kafka = _conf(tmp_path, "[DEFAULT]\ntransport_url = kafka://u:kpw@h:9092/\n")
+    kafka = make_conf(tmp_path, "[DEFAULT]\ntransport_url = kafka://u:kpw@h:9092/\n")
     result = check.check_broker(CheckContext(kafka))
     assert result.status is Status.WARNING and "not checked" in result.details
     assert "kafka://u:***@h:9092/" in result.details and result.remedy

@@ -10,12 +10,12 @@ import pytest
 import db
 from scheduler.cmd import check
 from scheduler.cmd.check import CheckContext, Status
-from tests.unit.scheduler.cmd.test_check import _conf
+from tests.unit.scheduler.cmd.builders import make_conf
 
 
 def test_memcached_servicegroup_driver_fails_the_plugin_check(tmp_path):
-    assert check.check_plugins(CheckContext(_conf(tmp_path))).status is Status.OK
-    conf = _conf(tmp_path, "[DEFAULT]\nservicegroup_driver = mc\n")
+    assert check.check_plugins(CheckContext(make_conf(tmp_path))).status is Status.OK
+    conf = make_conf(tmp_path, "[DEFAULT]\nservicegroup_driver = mc\n")
     result = check.check_plugins(CheckContext(conf))
     assert result.status is Status.FAILURE
     assert "servicegroup_driver = mc is not supported" in result.details
@@ -39,7 +39,7 @@ def templated(tmp_path):
 def test_templated_cell_is_checked_at_the_url_the_template_gives(tmp_path, templated):
     api_url, cell_url = templated
     text = f"[api_database]\nconnection = {api_url}\n[database]\nconnection = {cell_url}\n"
-    ctx = CheckContext(_conf(tmp_path, text))
+    ctx = CheckContext(make_conf(tmp_path, text))
     result = check.check_databases(ctx)
     ctx.close()
     assert result.status is Status.OK, result.details
@@ -50,7 +50,7 @@ def test_templated_cell_without_database_connection_fails_naming_cell_and_field(
     tmp_path, templated
 ):
     api_url, _ = templated
-    ctx = CheckContext(_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
+    ctx = CheckContext(make_conf(tmp_path, f"[api_database]\nconnection = {api_url}\n"))
     result = check.check_databases(ctx)
     ctx.close()
     assert result.status is Status.FAILURE

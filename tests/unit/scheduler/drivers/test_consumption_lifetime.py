@@ -3,8 +3,8 @@ release it when nova says the instance is gone or elsewhere, when its claim is r
 was never made, when Placement drops its allocation, and when it grows too old.
 
 The host manager is the real one, over SQLite cell databases; Placement is the fake of
-test_filter_scheduler. Two hosts differ only in free RAM, so a boot goes to h1 until our
-consumption there makes h2 the better one.
+tests/unit/scheduler/drivers/fakes.py. Two hosts differ only in free RAM, so a boot goes to h1
+until our consumption there makes h2 the better one.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Destination
 from scheduler.telemetry import metrics
-from tests.unit.scheduler.drivers.test_filter_scheduler import CONTEXT, FakePlacement, make_spec
-from tests.unit.scheduler.hosts.test_manager import _utcnow
+from tests.unit.scheduler.drivers.fakes import CONTEXT, FakePlacement, make_spec
+from tests.unit.scheduler.hosts.env import utcnow
 
 
 class Cloud:
@@ -31,7 +31,7 @@ class Cloud:
 
     def __init__(self, env, h1_ram: int = 61440, h2_ram: int = 60928, view: Any = False):
         cell = env.add_cell("cell1")
-        up = {"last_seen_up": _utcnow()}
+        up = {"last_seen_up": utcnow()}
         self.uuids = {
             "h1": env.add_host(cell, "h1", service=up, free_ram_mb=h1_ram),
             "h2": env.add_host(cell, "h2", service=dict(up), free_ram_mb=h2_ram),

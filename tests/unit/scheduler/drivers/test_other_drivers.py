@@ -28,7 +28,7 @@ from scheduler.exceptions import NoValidHost, PluginNotFound
 from scheduler.hosts.manager import _needs_instances
 from scheduler.objects import Destination
 from scheduler.rpc import service
-from tests.unit.scheduler.drivers.test_filter_scheduler import (
+from tests.unit.scheduler.drivers.fakes import (
     CELL1,
     CELL2,
     CONTEXT,
@@ -37,8 +37,8 @@ from tests.unit.scheduler.drivers.test_filter_scheduler import (
     make_host,
     make_spec,
 )
-from tests.unit.scheduler.hosts.test_manager import Env
-from tests.unit.scheduler.hosts.test_manager import _utcnow as hm_utcnow
+from tests.unit.scheduler.hosts.env import Env
+from tests.unit.scheduler.hosts.env import utcnow as hm_utcnow
 
 
 def select(driver, spec, uuids=None, alternates=False):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduler.drivers.filter_scheduler import FilterScheduler
-from tests.unit.scheduler.drivers.test_filter_scheduler import (
+from tests.unit.scheduler.drivers.fakes import (
     FakeHostManager,
     FakePlacement,
     make_host,

@@ -10,7 +10,7 @@ from placement_client import ClaimConflict
 from provider_view import Inventory, ProviderRecord, ProviderView, ViewRefresher
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
-from tests.unit.scheduler.drivers.test_filter_scheduler import (
+from tests.unit.scheduler.drivers.fakes import (
     CONTEXT,
     FakeHostManager,
     FakePlacement,

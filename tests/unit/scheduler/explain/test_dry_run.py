@@ -26,7 +26,7 @@ from scheduler.objects import Flavor, ImageMeta, InstanceGroup, RequestSpec
 from scheduler.rpc import rpcapi, wire
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.manager import SchedulerManager
-from tests.unit.scheduler.drivers.test_filter_scheduler import (
+from tests.unit.scheduler.drivers.fakes import (
     FakeHostManager,
     FakePlacement,
     make_host,

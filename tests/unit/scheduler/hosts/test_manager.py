@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid as uuidlib
 from pathlib import Path
 
 import pytest
@@ -25,190 +24,20 @@ from scheduler.hosts.manager import HostManager
 from scheduler.objects import (
     Aggregate,
     Destination,
-    Flavor,
     ImageMeta,
     InstanceGroup,
-    RequestSpec,
 )
 from tests.unit.filters.fakes import run_filter
-from tests.unit.scheduler.hosts.test_table import assert_table_mirrors
-
-
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-
-
-# rows loaded "before the scheduler started": well behind any read window
-BASE = _utcnow() - datetime.timedelta(hours=1)
-
-
-def _uuid() -> str:
-    return str(uuidlib.uuid4())
-
-
-class Env:
-    """An API database and helpers to make cells and write nova's rows into them."""
-
-    def __init__(self, tmp_path):
-        self.tmp_path = tmp_path
-        self.api = db.get_engine(f"sqlite:///{tmp_path}/api.db")
-        db.create_schema(self.api, "api")
-        self.cells: dict[str, sa.Engine] = {}
-        self.managers: list[HostManager] = []
-
-    def cell_url(self, name: str) -> str:
-        return f"sqlite:///{self.tmp_path}/{name}.db"
-
-    def add_cell(self, name: str, *, disabled: bool = False, uuid: str | None = None) -> str:
-        url = self.cell_url(name)
-        db.create_schema(url, "cell")
-        cell = db.create_cell_mapping(
-            self.api, name=name, database_connection=url, disabled=disabled, uuid=uuid
-        )
-        self.cells[cell["uuid"]] = db.get_engine(url)
-        return cell["uuid"]
-
-    def add_host(self, cell: str, host: str, *, service: dict | None = None, **node) -> str:
-        """A nova-compute service (unless service is False) and one compute node."""
-        engine = self.cells[cell]
-        with engine.begin() as conn:
-            service_id = None
-            if service is not False:
-                service_id = conn.execute(
-                    models.services.insert().values(**_service_row(host, **(service or {})))
-                ).inserted_primary_key[0]
-            row = _node_row(host, service_id=service_id, **node)
-            conn.execute(models.compute_nodes.insert().values(**row))
-        return row["uuid"]
-
-    def update_node(self, cell: str, uuid: str, **values) -> None:
-        values.setdefault("updated_at", _utcnow())
-        t = models.compute_nodes
-        with self.cells[cell].begin() as conn:
-            conn.execute(t.update().where(t.c.uuid == uuid).values(**values))
-
-    def delete_node(self, cell: str, uuid: str) -> None:
-        t = models.compute_nodes
-        with self.cells[cell].begin() as conn:
-            conn.execute(
-                t.update().where(t.c.uuid == uuid).values(deleted=t.c.id, deleted_at=_utcnow())
-            )
-
-    def update_service(self, cell: str, host: str, **values) -> None:
-        values.setdefault("updated_at", _utcnow())
-        t = models.services
-        with self.cells[cell].begin() as conn:
-            conn.execute(t.update().where(t.c.host == host, t.c.deleted == 0).values(**values))
-
-    def delete_service(self, cell: str, host: str) -> None:
-        t = models.services
-        with self.cells[cell].begin() as conn:
-            conn.execute(
-                t.update()
-                .where(t.c.host == host, t.c.deleted == 0)
-                .values(deleted=t.c.id, deleted_at=_utcnow())
-            )
-
-    def add_aggregate(self, name: str, hosts: list[str], metadata: dict[str, str]) -> Aggregate:
-        agg_uuid = _uuid()
-        with self.api.begin() as conn:
-            agg_id = conn.execute(
-                models.aggregates.insert().values(uuid=agg_uuid, name=name, created_at=BASE)
-            ).inserted_primary_key[0]
-            for h in hosts:
-                conn.execute(models.aggregate_hosts.insert().values(aggregate_id=agg_id, host=h))
-            for k, v in metadata.items():
-                conn.execute(
-                    models.aggregate_metadata.insert().values(aggregate_id=agg_id, key=k, value=v)
-                )
-        return Aggregate(id=agg_id, uuid=agg_uuid, name=name, hosts=set(hosts), metadata=metadata)
-
-    def add_instance(self, cell: str, host: str, *, deleted: bool = False) -> str:
-        inst_uuid = _uuid()
-        t = models.instances
-        with self.cells[cell].begin() as conn:
-            conn.execute(
-                t.insert().values(
-                    uuid=inst_uuid, host=host, node=host, created_at=BASE, deleted=0, cleaned=0
-                )
-            )
-            if deleted:
-                conn.execute(
-                    t.update().where(t.c.uuid == inst_uuid).values(deleted=t.c.id, deleted_at=BASE)
-                )
-        return inst_uuid
-
-    def manager(self, window_read_interval: float = 0.0) -> HostManager:
-        """A HostManager; by default one that reads the whole change window on every
-        request (the tests of what a read sees), else at most every so many seconds."""
-        hm = HostManager(conf=CONF, api_engine=self.api)
-        hm.window_read_interval = window_read_interval
-        self.managers.append(hm)
-        return hm
-
-
-def _service_row(host: str, **kw) -> dict:
-    row = dict(
-        uuid=_uuid(),
-        host=host,
-        binary="nova-compute",
-        topic="compute",
-        report_count=1,
-        disabled=False,
-        disabled_reason=None,
-        last_seen_up=BASE,
-        forced_down=False,
-        version=74,
-        created_at=BASE,
-        updated_at=BASE,
-        deleted_at=None,
-        deleted=0,
-    )
-    row.update(kw)
-    return row
-
-
-def _node_row(host: str, **kw) -> dict:
-    row = dict(
-        uuid=_uuid(),
-        host=host,
-        hypervisor_hostname=host,
-        vcpus=16,
-        memory_mb=65536,
-        local_gb=1000,
-        vcpus_used=2,
-        memory_mb_used=4608,
-        local_gb_used=40,
-        hypervisor_type="QEMU",
-        hypervisor_version=8002002,
-        cpu_info='{"arch": "x86_64", "model": "Cascadelake-Server"}',
-        free_ram_mb=60928,
-        free_disk_gb=960,
-        disk_available_least=900,
-        host_ip="10.0.0.1",
-        supported_instances='[["x86_64", "kvm", "hvm"]]',
-        metrics="[]",
-        stats='{"num_instances": "3", "io_workload": "1", "failed_builds": "2"}',
-        ram_allocation_ratio=1.5,
-        cpu_allocation_ratio=16.0,
-        disk_allocation_ratio=1.0,
-        mapped=1,
-        created_at=BASE,
-        updated_at=BASE,
-        deleted_at=None,
-        deleted=0,
-    )
-    row.update(kw)
-    return row
-
-
-def _by_host(states) -> dict:
-    return {hs.host: hs for hs in states}
-
-
-def _spec(**kw) -> RequestSpec:
-    return RequestSpec(flavor=Flavor(memory_mb=1024, vcpus=2, root_gb=10, ephemeral_gb=5), **kw)
-
+from tests.unit.scheduler.hosts.env import (
+    BASE,
+    assert_table_mirrors,
+    break_cell,
+    new_uuid,
+    request_spec,
+    service_row,
+    states_by_host,
+    utcnow,
+)
 
 # ------------------------------------------------------------------------------------ cells
 
@@ -238,9 +67,9 @@ def test_refresh_cells_caches_picks_up_new_cell_and_changed_connection(env):
 
     c2 = env.add_cell("cell2")
     env.add_host(c2, "h2")
-    assert "h2" not in _by_host(hm.get_host_states_by_uuids(None))  # not until refreshed
+    assert "h2" not in states_by_host(hm.get_host_states_by_uuids(None))  # not until refreshed
     hm.refresh_cells_caches()
-    assert set(_by_host(hm.get_host_states_by_uuids(None))) == {"h1", "h2"}
+    assert set(states_by_host(hm.get_host_states_by_uuids(None))) == {"h1", "h2"}
 
     # cell1 moves to another database: its hosts are read from there, whole
     db.create_schema(env.cell_url("cell1b"), "cell")
@@ -254,7 +83,7 @@ def test_refresh_cells_caches_picks_up_new_cell_and_changed_connection(env):
             .values(database_connection=env.cell_url("cell1b"), name="renamed")
         )
     hm.refresh_cells_caches()
-    states = _by_host(hm.get_host_states_by_uuids(None))
+    states = states_by_host(hm.get_host_states_by_uuids(None))
     assert set(states) == {"h1b", "h2"}
     assert states["h1b"].cell_uuid == c1
     assert hm.cells[c1].name == "renamed"
@@ -364,7 +193,7 @@ def test_metrics_weigher_and_filter_decide_on_novas_values(env):
         c1, "idle", metrics=_nova_compute_metrics({"cpu.percent": 5}, cpu_frequency=2400)
     )
     bare = env.add_host(c1, "bare", metrics=_nova_compute_metrics({}, cpu_frequency=2400))
-    states = _by_host(env.manager().get_host_states_by_uuids([busy, idle, bare]))
+    states = states_by_host(env.manager().get_host_states_by_uuids([busy, idle, bare]))
     with override("weight_setting", ["cpu.percent=-1", "cpu.frequency=0.01"], group="metrics"):
         passed = run_filter(MetricsFilter(), list(states.values()), make_spec()).passed
         assert sorted(h.host for h in passed) == ["busy", "idle"]
@@ -401,7 +230,7 @@ def test_free_disk_uses_free_disk_gb_when_disk_available_least_is_larger_or_null
     b = env.add_host(c1, "b", free_disk_gb=100, disk_available_least=None)
     c = env.add_host(c1, "c", free_disk_gb=100, disk_available_least=-5)
     hm = env.manager()
-    states = _by_host(hm.get_host_states_by_uuids([a, b, c]))
+    states = states_by_host(hm.get_host_states_by_uuids([a, b, c]))
     assert states["a"].free_disk_mb == 100 * 1024
     assert states["b"].free_disk_mb == 100 * 1024
     assert states["c"].free_disk_mb == -5 * 1024
@@ -429,7 +258,7 @@ def test_unparsable_or_missing_stats_give_zero_counters(env):
     c1 = env.add_cell("cell1")
     a = env.add_host(c1, "a", stats=None)
     b = env.add_host(c1, "b", stats='{"num_instances": "x"}')
-    states = _by_host(env.manager().get_host_states_by_uuids([a, b]))
+    states = states_by_host(env.manager().get_host_states_by_uuids([a, b]))
     assert (states["a"].num_instances, states["a"].stats) == (0, {})
     assert states["b"].num_instances == 0
 
@@ -446,9 +275,7 @@ def test_node_without_service_record_is_skipped_with_a_warning(env, caplog):
 
     # a service row arriving later brings the host in
     with env.cells[c1].begin() as conn:
-        conn.execute(
-            models.services.insert().values(**_service_row("orphan", created_at=_utcnow()))
-        )
+        conn.execute(models.services.insert().values(**service_row("orphan", created_at=utcnow())))
     assert {hs.host for hs in hm.get_host_states_by_uuids([orphan, ok])} == {"orphan", "ok"}
 
 
@@ -498,7 +325,7 @@ def test_changed_compute_node_and_service_rows_are_seen_on_the_next_call(env):
     assert hs.service["disabled"] is True
     assert hs.service["disabled_reason"] == "maintenance"
 
-    now = _utcnow()
+    now = utcnow()
     env.update_service(c1, "h1", last_seen_up=now, report_count=2)
     (hs,) = hm.get_host_states_by_uuids([u])
     assert hs.service["last_seen_up"] == now
@@ -513,13 +340,13 @@ def test_soft_deleted_node_disappears_and_new_node_appears(env):
 
     env.delete_node(c1, gone)
     # a new compute service: rows with only created_at set
-    fresh = {"created_at": _utcnow(), "updated_at": None, "last_seen_up": None}
-    new = env.add_host(c1, "new", service=fresh, created_at=_utcnow(), updated_at=None)
+    fresh = {"created_at": utcnow(), "updated_at": None, "last_seen_up": None}
+    new = env.add_host(c1, "new", service=fresh, created_at=utcnow(), updated_at=None)
     # a second node for a service read before
-    second_node = env.add_host(c1, "new2", service=False, created_at=_utcnow())
+    second_node = env.add_host(c1, "new2", service=False, created_at=utcnow())
     env.update_service(c1, "stays")
 
-    states = _by_host(hm.get_host_states_by_uuids(None))
+    states = states_by_host(hm.get_host_states_by_uuids(None))
     assert set(states) == {"stays", "new"}
     (new2,) = hm.compute_nodes_by_host_or_node("new2", None)
     assert new2.uuid == second_node and new2.service == {}
@@ -538,7 +365,7 @@ def test_host_states_for_follows_hosts_coming_going_and_moving(env):
     assert hm.host_states_for("h1", "other-node") == [] and hm.host_states_for("new") == []
 
     env.delete_node(c1, gone)
-    new = env.add_host(c1, "new", created_at=_utcnow())
+    new = env.add_host(c1, "new", created_at=utcnow())
     env.update_node(c1, moving, host="new")
     hm.get_host_states_by_uuids(None)
     assert hm.host_states_for("gone") == [] and hm.host_states_for("h1") == []
@@ -578,7 +405,7 @@ def test_an_unchanged_cell_rereads_only_the_slack_window(env, monkeypatch):
     monkeypatch.setattr(queries, "get_compute_nodes", nodes)
     monkeypatch.setattr(queries, "get_compute_services", services)
 
-    before = _utcnow()
+    before = utcnow()
     first = hm.get_host_states_by_uuids(None)
     assert len(first) == 20
     assert calls == [("services", None, 20), ("nodes", None, 20)]  # the first read is whole
@@ -588,7 +415,7 @@ def test_an_unchanged_cell_rereads_only_the_slack_window(env, monkeypatch):
     assert [(kind, n) for kind, _, n in calls] == [("services", 0), ("nodes", 0)]
     since = calls[0][1]
     # the window starts a few seconds behind the previous read, not at the newest row
-    assert before - hm_mod._WATERMARK_SLACK <= since <= _utcnow()
+    assert before - hm_mod._WATERMARK_SLACK <= since <= utcnow()
     assert {id(h) for h in second} == {id(h) for h in first}  # the same cached objects
 
 
@@ -614,7 +441,7 @@ def test_consumption_is_kept_until_the_compute_node_reports_newer_data(env):
     u = env.add_host(c1, "h1")
     hm = env.manager()
     (hs,) = hm.get_host_states_by_uuids([u])
-    hs.consume_from_request(_spec())
+    hs.consume_from_request(request_spec())
     consumed = (60928 - 1024, 900 * 1024 - 15 * 1024, 2 + 2, 4, 2)
 
     def view(h):
@@ -624,11 +451,11 @@ def test_consumption_is_kept_until_the_compute_node_reports_newer_data(env):
     assert view(hs) == consumed
     # a report written before our claim (it lands in the re-read window) is taken, and our
     # consumption stays counted on top of it
-    env.update_node(c1, u, free_ram_mb=5, updated_at=_utcnow() - datetime.timedelta(seconds=2))
+    env.update_node(c1, u, free_ram_mb=5, updated_at=utcnow() - datetime.timedelta(seconds=2))
     (hs,) = hm.get_host_states_by_uuids([u])
     assert view(hs) == (5 - 1024, *consumed[1:])
     # a report after the claim wins
-    env.update_node(c1, u, free_ram_mb=5, updated_at=_utcnow() + datetime.timedelta(seconds=1))
+    env.update_node(c1, u, free_ram_mb=5, updated_at=utcnow() + datetime.timedelta(seconds=1))
     (hs,) = hm.get_host_states_by_uuids([u])
     assert hs.free_ram_mb == 5
     assert hs.num_instances == 3  # from the stats again
@@ -681,7 +508,7 @@ def _decisions(hm, columns: bool) -> tuple:
     from weighers.handler import WeightHandler, load_weighers
 
     hosts = sorted(hm.get_host_states_by_uuids(None), key=lambda h: (h.host, h.nodename))
-    spec = _spec(image=ImageMeta(properties={"hw_architecture": "x86_64"}))
+    spec = request_spec(image=ImageMeta(properties={"hw_architecture": "x86_64"}))
     saved = filter_handler_mod.COLUMNS_MIN_HOSTS, weight_handler_mod.COLUMNS_MIN_HOSTS
     threshold = 0 if columns else 10**9
     filter_handler_mod.COLUMNS_MIN_HOSTS = weight_handler_mod.COLUMNS_MIN_HOSTS = threshold
@@ -727,7 +554,7 @@ def test_incremental_cache_matches_a_fresh_full_read_after_random_changes(env, s
         for _change in range(rng.randint(1, 4)):
             op = rng.choice(["node", "node", "service", "heartbeat", "delete", "add", "drop"])
             if op == "add" or not nodes:
-                new_host(_utcnow())
+                new_host(utcnow())
                 continue
             u = rng.choice(sorted(nodes))
             cell, host = nodes[u]
@@ -744,7 +571,7 @@ def test_incremental_cache_matches_a_fresh_full_read_after_random_changes(env, s
             elif op == "service":
                 env.update_service(cell, host, disabled=rng.random() < 0.5, disabled_reason="x")
             elif op == "heartbeat":
-                env.update_service(cell, host, last_seen_up=_utcnow())
+                env.update_service(cell, host, last_seen_up=utcnow())
             elif op == "delete":
                 env.delete_node(cell, u)
                 del nodes[u]
@@ -775,11 +602,11 @@ def test_requested_destination_cell_restricts_to_that_cell(env):
     env.add_host(c1, "h1")
     env.add_host(c2, "h2")
     hm = env.manager()
-    spec = _spec(requested_destination=Destination(cell_uuid=c2))
+    spec = request_spec(requested_destination=Destination(cell_uuid=c2))
     assert [hs.host for hs in hm.get_host_states_by_uuids(None, spec)] == ["h2"]
     spec.requested_destination.allow_cross_cell_move = True
     assert {hs.host for hs in hm.get_host_states_by_uuids(None, spec)} == {"h1", "h2"}
-    unknown = _spec(requested_destination=Destination(cell_uuid=_uuid()))
+    unknown = request_spec(requested_destination=Destination(cell_uuid=new_uuid()))
     assert hm.get_host_states_by_uuids(None, unknown) == []
 
 
@@ -853,16 +680,16 @@ def test_instances_are_loaded_only_for_group_or_host_hints(env):
     env.add_instance(c1, "h1", deleted=True)
     hm = env.manager()
 
-    (hs,) = hm.get_host_states_by_uuids([u], _spec())
+    (hs,) = hm.get_host_states_by_uuids([u], request_spec())
     assert hs.instances == {}
 
     for spec in (
-        _spec(scheduler_hints={"same_host": [_uuid()]}),
-        _spec(scheduler_hints={"different_host": [_uuid()]}),
-        _spec(instance_group=InstanceGroup(uuid=_uuid(), policy="anti-affinity")),
+        request_spec(scheduler_hints={"same_host": [new_uuid()]}),
+        request_spec(scheduler_hints={"different_host": [new_uuid()]}),
+        request_spec(instance_group=InstanceGroup(uuid=new_uuid(), policy="anti-affinity")),
     ):
         hs.instances = {}
-        states = _by_host(hm.get_host_states_by_uuids(None, spec))
+        states = states_by_host(hm.get_host_states_by_uuids(None, spec))
         assert set(states["h1"].instances) == {i1}
         assert states["h2"].instances == {}
 
@@ -918,14 +745,14 @@ def test_update_and_delete_aggregate_apply_to_cached_host_states(env):
     passed = run_filter(AvailabilityZoneFilter(), [states[u1], states[u2]], spec).passed
     assert passed == [states[u2]]
 
-    new = Aggregate(id=999, uuid=_uuid(), name="n", hosts={"h1", "h2"}, metadata={"a": "b"})
+    new = Aggregate(id=999, uuid=new_uuid(), name="n", hosts={"h1", "h2"}, metadata={"a": "b"})
     hm.update_aggregates([new])
     assert {a.id for a in states[u2].aggregates} == {agg.id, 999}
 
     hm.delete_aggregate(moved)
     assert [a.id for a in states[u2].aggregates] == [999]
     assert [a.id for a in states[u1].aggregates] == [999]
-    hm.delete_aggregate(Aggregate(id=12345, uuid=_uuid(), name="never"))  # unknown: no error
+    hm.delete_aggregate(Aggregate(id=12345, uuid=new_uuid(), name="never"))  # unknown: no error
     # later reads keep the RPC-given aggregates (ttl -1: the database is not re-read)
     (hs1,) = hm.get_host_states_by_uuids([u1])
     assert [a.id for a in hs1.aggregates] == [999]
@@ -1002,7 +829,7 @@ def test_host_manager_with_a_built_fleet(env):
     hm = env.manager()
     states = hm.get_host_states_by_uuids(None)
     assert len(states) == 30
-    by_host = _by_host(states)
+    by_host = states_by_host(states)
     for cell, rows in built.compute_nodes.items():
         for row in rows:
             hs = by_host[row["host"]]
@@ -1034,7 +861,7 @@ def test_concurrent_requests_while_the_cell_changes(env):
         t.start()
     for i in range(20):
         env.update_node(c1, uuids[i % 30], free_ram_mb=i)
-        env.update_service(c1, f"h{(i * 7) % 30}", last_seen_up=_utcnow())
+        env.update_service(c1, f"h{(i * 7) % 30}", last_seen_up=utcnow())
     stop.set()
     for t in threads:
         t.join(10)
@@ -1049,7 +876,7 @@ def test_forget_consumption_takes_the_database_numbers_again(env):
     hm = env.manager()
     (hs,) = hm.get_host_states_by_uuids([u])
     before = (hs.free_ram_mb, hs.vcpus_used, hs.num_instances)
-    hs.consume_from_request(_spec())
+    hs.consume_from_request(request_spec())
     assert (hs.free_ram_mb, hs.vcpus_used, hs.num_instances) != before
     # nothing changed in the database: an incremental refresh keeps our consumption ...
     (hs,) = hm.get_host_states_by_uuids([u])
@@ -1078,19 +905,19 @@ def test_tracked_hosts_skip_the_database_and_untracked_ones_read_it(env):
     i1 = env.add_instance(c1, "h1")
     i2 = env.add_instance(c1, "h2")
     hm = env.manager()
-    spec = _spec(instance_group=InstanceGroup(uuid=_uuid(), policy="anti-affinity"))
+    spec = request_spec(instance_group=InstanceGroup(uuid=new_uuid(), policy="anti-affinity"))
     hm.get_host_states_by_uuids(None, spec)  # the cells are read: the loader can find h1
 
     # h1's compute says it has two instances the DB does not show yet: trusted
     hm.instance_tracker.update_instance_info("h1", ["x", "y"])
-    states = _by_host(hm.get_host_states_by_uuids(None, spec))
+    states = states_by_host(hm.get_host_states_by_uuids(None, spec))
     assert set(states["h1"].instances) == {"x", "y"}
     assert set(states["h2"].instances) == {i2}
 
     # a sync that disagrees: re-read from the DB, no longer trusted
     hm.instance_tracker.sync_instance_info("h1", ["x"])
     assert hm.instance_tracker.tracked_hosts() == {"h1": False}
-    states = _by_host(hm.get_host_states_by_uuids(None, spec))
+    states = states_by_host(hm.get_host_states_by_uuids(None, spec))
     assert set(states["h1"].instances) == {i1}
     # the next sync that matches the DB makes it trusted again
     assert hm.instance_tracker.sync_instance_info("h1", [i1]) is True
@@ -1102,18 +929,18 @@ def test_tracked_hosts_skip_the_database_and_untracked_ones_read_it(env):
 
 def test_requests_read_node_reports_at_once_and_services_at_the_window_interval(env):
     c1 = env.add_cell("cell1")
-    recent = _utcnow() - datetime.timedelta(seconds=5)
+    recent = utcnow() - datetime.timedelta(seconds=5)
     u1 = env.add_host(c1, "h1", service={"last_seen_up": recent})
     u2 = env.add_host(c1, "h2")  # its last heartbeat an hour ago: down
     hm = env.manager(window_read_interval=3600.0)
     assert len(hm.get_host_states_by_uuids([u1, u2])) == 2
-    beat = _utcnow()
+    beat = utcnow()
     env.update_service(c1, "h1", last_seen_up=beat)
     env.update_service(c1, "h2", last_seen_up=beat)
     env.update_node(c1, u2, free_ram_mb=77)
-    now = _utcnow()
+    now = utcnow()
     u3 = env.add_host(c1, "h3", service={"created_at": now, "last_seen_up": now}, created_at=now)
-    states = _by_host(hm.get_host_states_by_uuids([u1, u2, u3]))
+    states = states_by_host(hm.get_host_states_by_uuids([u1, u2, u3]))
     # the usage report is applied now, and so is the heartbeat of a service that was down
     # (nova would find it up); an up service's next heartbeat and a node that has not
     # reported wait for a window read
@@ -1122,12 +949,12 @@ def test_requests_read_node_reports_at_once_and_services_at_the_window_interval(
     assert states["h1"].service["last_seen_up"] == recent
     assert set(states) == {"h1", "h2"}
     # asking for every host reads the whole window
-    states = _by_host(hm.get_host_states_by_uuids(None))
+    states = states_by_host(hm.get_host_states_by_uuids(None))
     assert states["h1"].service["last_seen_up"] == beat
     assert set(states) == {"h1", "h2", "h3"}
     hm.window_read_interval = 0.0
     env.update_service(c1, "h2", disabled=True, disabled_reason="maintenance")
-    states = _by_host(hm.get_host_states_by_uuids([u1, u2, u3]))
+    states = states_by_host(hm.get_host_states_by_uuids([u1, u2, u3]))
     assert states["h2"].service["disabled"] is True
 
 
@@ -1137,7 +964,7 @@ def test_a_heartbeat_updates_the_cached_service_in_place_and_a_disable_replaces_
     hm = env.manager()
     (hs,) = hm.get_host_states_by_uuids([u])
     before = hs.service
-    beat = _utcnow()
+    beat = utcnow()
     env.update_service(c1, "h1", last_seen_up=beat, report_count=2)
     (hs,) = hm.get_host_states_by_uuids([u])
     assert hs.service is before
@@ -1154,7 +981,7 @@ def test_hosts_reporting_the_same_json_share_the_decoded_values(env):
     ua = env.add_host(c1, "ha")
     ub = env.add_host(c1, "hb", stats='{"num_instances": "3", "io_workload": "0"}')
     hm = env.manager()
-    a, b = (_by_host(hm.get_host_states_by_uuids([ua, ub]))[h] for h in ("ha", "hb"))
+    a, b = (states_by_host(hm.get_host_states_by_uuids([ua, ub]))[h] for h in ("ha", "hb"))
     assert a.cpu_info == b.cpu_info and a.cpu_info is b.cpu_info
     assert a.supported_instances == [["x86_64", "kvm", "hvm"]]
     assert a.supported_instances is b.supported_instances
@@ -1182,7 +1009,7 @@ def test_host_locks_are_lockutils_named_semaphores_made_on_first_use(env):
     hm = env.manager()
     (hs,) = hm.get_host_states_by_uuids([u])
     assert hs._lock_obj is None  # built unpublished: no lock needed, none made
-    hs.consume_from_request(_spec())
+    hs.consume_from_request(request_spec())
     assert hs._lock_obj is lockutils.internal_lock(f"{hs.host}-{hs.nodename}")
 
 
@@ -1214,10 +1041,10 @@ def test_instance_details_carry_flavor_and_image_properties_when_asked(env):
         )
     hm = env.manager()
     # plain requests without a group load nothing
-    (hs,) = hm.get_host_states_by_uuids([u], _spec())
+    (hs,) = hm.get_host_states_by_uuids([u], request_spec())
     assert hs.instances == {}
     hm.instance_details = True
-    (hs,) = hm.get_host_states_by_uuids([u], _spec())
+    (hs,) = hm.get_host_states_by_uuids([u], request_spec())
     assert hs.instances == {
         inst: {
             "instance_type_id": 7,
@@ -1263,9 +1090,9 @@ def test_the_refresher_applies_service_changes_without_a_request(env):
     state, _ = hm.table.services(hm.table.rows_of([hs]))
     assert state.tolist() == [host_table.SERVICE_DISABLED]
     assert [h.uuid for h in hm.get_host_states_by_uuids([u1])] == [u1]
-    refresher = hm._refresher
+    refresher = hm._refresher.thread
     hm.stop()
-    assert hm._refresher is None and not refresher.is_alive()
+    assert hm._refresher.thread is None and not refresher.is_alive()
 
 
 def test_a_request_does_not_wait_for_a_read_in_progress(env):
@@ -1289,7 +1116,7 @@ eventlet.monkey_patch()  # as novasched-scheduler does with concurrency_backend 
 import pathlib, sys, time
 
 from scheduler.conf import CONF
-from tests.unit.scheduler.hosts.test_manager import Env
+from tests.unit.scheduler.hosts.env import Env
 
 CONF([], project="nova", default_config_files=[], default_config_dirs=[])
 env = Env(pathlib.Path(sys.argv[1]))
@@ -1332,36 +1159,13 @@ def _records(caplog, level: int) -> list[str]:
     ]
 
 
-def _break_cell(monkeypatch, env, cell: str) -> dict:
-    """Make every read of ``cell`` raise while ``state["broken"]``."""
-    url = str(env.cells[cell].url)
-    state = {"broken": True}
-    real_services, real_nodes = queries.get_compute_services, queries.get_compute_nodes
-
-    def check(engine):
-        if state["broken"] and str(engine.url) == url:
-            raise sa.exc.OperationalError("SELECT", {}, Exception("Lost connection"))
-
-    def services(engine, updated_since=None):
-        check(engine)
-        return real_services(engine, updated_since=updated_since)
-
-    def nodes(engine, *args, **kw):
-        check(engine)
-        return real_nodes(engine, *args, **kw)
-
-    monkeypatch.setattr(queries, "get_compute_services", services)
-    monkeypatch.setattr(queries, "get_compute_nodes", nodes)
-    return state
-
-
 def test_a_dead_cell_is_logged_once_when_it_fails_and_once_when_it_recovers(
     env, monkeypatch, caplog
 ):
     good, dead = env.add_cell("good"), env.add_cell("dead")
     env.add_host(good, "h-good")
     env.add_host(dead, "h-dead")
-    state = _break_cell(monkeypatch, env, dead)
+    state = break_cell(monkeypatch, env, dead)
     hm = env.manager()
     with caplog.at_level(logging.DEBUG, logger="scheduler.hosts.manager"):
         for i in range(50):
@@ -1390,7 +1194,7 @@ def test_a_dead_cell_is_logged_once_when_it_fails_and_once_when_it_recovers(
 def test_a_failing_cell_gets_one_reminder_per_interval(env, monkeypatch, caplog):
     dead = env.add_cell("dead")
     env.add_host(dead, "h-dead")
-    _break_cell(monkeypatch, env, dead)
+    break_cell(monkeypatch, env, dead)
     hm = env.manager()
     hm.cell_failure_log_interval = 0.3
     with caplog.at_level(logging.WARNING, logger="scheduler.hosts.manager"):

@@ -25,7 +25,7 @@ from scheduler.hosts import manager as manager_mod
 from scheduler.hosts.table import SERVICE_DISABLED, microseconds
 from scheduler.request import SchedulingRequest
 from tests.functional.fixtures_db import make_database
-from tests.unit.scheduler.hosts.test_manager import BASE, Env, _by_host, _spec
+from tests.unit.scheduler.hosts.env import BASE, Env, request_spec, states_by_host
 
 HOUR = 3600.0
 
@@ -96,7 +96,7 @@ def test_a_forced_down_service_is_seen_by_the_next_request(env):
     hm.get_host_states_by_uuids(None)
 
     env.update_service(cell, "h2", forced_down=True, updated_at=BASE)
-    states = _by_host(hm.get_host_states_by_uuids([u1, u2]))
+    states = states_by_host(hm.get_host_states_by_uuids([u1, u2]))
     assert states["h2"].service["forced_down"] is True
     assert states["h1"].service["forced_down"] is False
 
@@ -345,7 +345,7 @@ def test_a_prefetched_read_is_joined_by_the_request(env, monkeypatch):
     monkeypatch.setattr(
         queries, "get_service_exceptions_digest", lambda *a: calls.append(1) or real(*a)
     )
-    req = SchedulingRequest.of(_spec())
+    req = SchedulingRequest.of(request_spec())
     req.arrived_at = time.monotonic()
     hm.prefetch(req)
     hosts = hm.get_host_states_by_uuids([u], req)

@@ -11,19 +11,21 @@ import time
 
 import pytest
 
+from scheduler.hosts import cells as cells_mod
+from scheduler.hosts import gc_policy
 from scheduler.hosts import manager as hm_mod
 from scheduler.hosts.state import HostState
-from tests.unit.scheduler.hosts.test_manager import _utcnow
+from tests.unit.scheduler.hosts.env import utcnow
 
 
 @pytest.fixture(autouse=True)
 def _no_gc_policy_left_behind():
     """The policy is process-wide: a test that installs it takes it away again."""
-    installed = hm_mod._freeze_survivors in gc.callbacks
+    installed = gc_policy.freeze_survivors in gc.callbacks
     threshold = gc.get_threshold()
     yield
-    if not installed and hm_mod._freeze_survivors in gc.callbacks:
-        gc.callbacks.remove(hm_mod._freeze_survivors)
+    if not installed and gc_policy.freeze_survivors in gc.callbacks:
+        gc.callbacks.remove(gc_policy.freeze_survivors)
     gc.set_threshold(*threshold)
 
 
@@ -90,7 +92,7 @@ def test_a_report_read_keeps_the_rows_without_sorting_through_the_others(env, mo
 # ------------------------------------------------------------ the refresher gives way
 
 
-class _CountingPacer(hm_mod._Pacer):
+class _CountingPacer(cells_mod.Pacer):
     made = 0
     calls = 0
 
@@ -109,7 +111,7 @@ def pacer(monkeypatch):
         made = 0
         calls = 0
 
-    monkeypatch.setattr(hm_mod, "_Pacer", Pacer)
+    monkeypatch.setattr(hm_mod, "Pacer", Pacer)
     return Pacer
 
 
@@ -121,7 +123,7 @@ def test_the_refreshers_read_gives_way_between_rows_and_a_requests_does_not(env,
     assert pacer.made == 0
     for i, u in enumerate(uuids):
         env.update_node(cell, u, free_ram_mb=500 + i)
-        env.update_service(cell, f"h{i}", last_seen_up=_utcnow())
+        env.update_service(cell, f"h{i}", last_seen_up=utcnow())
 
     hm.get_host_states_by_uuids(uuids)  # a request: reports only, at once
     hm._refresh_cell(hm.cells[cell], window=True)  # a request asking for every host
@@ -148,17 +150,17 @@ def test_the_refresher_thread_reads_in_the_background(env, pacer):
 
 def test_the_pacer_lets_go_of_the_gil_once_per_slice(monkeypatch):
     slept: list[float] = []
-    monkeypatch.setattr(hm_mod.time, "sleep", slept.append)
-    busy = hm_mod._Pacer(3600.0)
+    monkeypatch.setattr(cells_mod.time, "sleep", slept.append)
+    busy = cells_mod.Pacer(3600.0)
     for _ in range(1000):
         busy()
     assert slept == []  # within its slice: no hand-over
-    eager = hm_mod._Pacer(0.0)
+    eager = cells_mod.Pacer(0.0)
     for _ in range(3):
         eager()
     assert slept == [0, 0, 0]
-    monkeypatch.setattr(hm_mod, "_BACKGROUND_SLICE", 0.25)
-    assert hm_mod._Pacer().slice == 0.25
+    monkeypatch.setattr(cells_mod, "_BACKGROUND_SLICE", 0.25)
+    assert cells_mod.Pacer().slice == 0.25
 
 
 def test_a_whole_read_by_the_refresher_gives_way_too(env, pacer, monkeypatch):
@@ -191,20 +193,20 @@ class _FakeGC:
 
 def test_a_slow_full_collection_freezes_what_survived_it(monkeypatch):
     fake = _FakeGC()
-    monkeypatch.setattr(hm_mod, "gc", fake)
+    monkeypatch.setattr(gc_policy, "gc", fake)
     clock = [100.0]
-    monkeypatch.setattr(hm_mod.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(gc_policy.time, "perf_counter", lambda: clock[0])
 
     def collection(generation: int, seconds: float) -> None:
-        hm_mod._freeze_survivors("start", {"generation": generation})
+        gc_policy.freeze_survivors("start", {"generation": generation})
         clock[0] += seconds
-        hm_mod._freeze_survivors("stop", {"generation": generation, "collected": 0})
+        gc_policy.freeze_survivors("stop", {"generation": generation, "collected": 0})
 
     collection(0, 1.0)  # young generations: never
     collection(1, 1.0)
-    collection(2, hm_mod._GC_FREEZE_AFTER / 2)  # a quick full collection: nothing to gain
+    collection(2, gc_policy._GC_FREEZE_AFTER / 2)  # a quick full collection: nothing to gain
     assert fake.calls == []
-    collection(2, hm_mod._GC_FREEZE_AFTER * 2)
+    collection(2, gc_policy._GC_FREEZE_AFTER * 2)
     assert fake.calls == ["freeze"]
 
 
@@ -215,24 +217,24 @@ def test_the_refresher_installs_the_gc_policy_once(env):
     hm.warm_up()
     gc.set_threshold(700, 10, 10)  # CPython's defaults
     hm.start_refresher()
-    hm_mod.install_gc_policy()
-    assert gc.callbacks.count(hm_mod._freeze_survivors) == 1
-    assert gc.get_threshold() == (hm_mod._GC_YOUNG_THRESHOLD, 10, 10)
+    gc_policy.install_gc_policy()
+    assert gc.callbacks.count(gc_policy.freeze_survivors) == 1
+    assert gc.get_threshold() == (gc_policy._GC_YOUNG_THRESHOLD, 10, 10)
     hm.stop()
 
 
 def test_the_gc_policy_keeps_a_higher_threshold_or_collection_off():
     gc.set_threshold(50_000, 20, 5)
-    hm_mod.install_gc_policy()
+    gc_policy.install_gc_policy()
     assert gc.get_threshold() == (50_000, 20, 5)
     gc.set_threshold(0, 10, 10)
-    hm_mod.install_gc_policy()
+    gc_policy.install_gc_policy()
     assert gc.get_threshold() == (0, 10, 10)
 
 
 def test_the_gc_policy_freezes_after_a_real_full_collection(monkeypatch):
-    monkeypatch.setattr(hm_mod, "_GC_FREEZE_AFTER", 0.0)
-    hm_mod.install_gc_policy()
+    monkeypatch.setattr(gc_policy, "_GC_FREEZE_AFTER", 0.0)
+    gc_policy.install_gc_policy()
     frozen = gc.get_freeze_count()
     kept = [[i] for i in range(1000)]  # tracked, alive
     gc.collect()

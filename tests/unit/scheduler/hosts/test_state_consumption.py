@@ -25,10 +25,16 @@ from scheduler.hosts.table import HostTable
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.resources import numa, pci
 from scheduler.telemetry import metrics
-from tests.unit.scheduler.hosts.test_table import assert_table_mirrors
-from tests.unit.scheduler.resources.test_numa import host_cell, host_topology, instance_cell
-from tests.unit.scheduler.resources.test_numa import instance_topology as numa_request
-from tests.unit.scheduler.resources.test_pci import alias_request, pool, pool_list
+from tests.unit.scheduler.hosts.env import assert_table_mirrors
+from tests.unit.scheduler.resources.builders import (
+    alias_request,
+    host_cell,
+    host_topology,
+    instance_cell,
+    pool,
+    pool_list,
+)
+from tests.unit.scheduler.resources.builders import instance_topology as numa_request
 
 T0 = datetime.datetime(2026, 11, 1, 12, 0, 0)
 GPU = ("10de", "1eb8")
@@ -431,7 +437,7 @@ def test_a_caller_that_never_releases_keeps_a_bounded_record(monkeypatch):
 def test_consumption_keeps_the_ports_physnet_numa_affinity():
     # physnet0 is NUMA-affine to cell 1 only: nova's refit (the limits carry the request's
     # network metadata) pins the guest there, not on the first cell that fits
-    from tests.unit.scheduler.resources.test_numa import smt_host
+    from tests.unit.scheduler.resources.builders import smt_host
 
     topology = smt_host()
     for cell in topology["nova_object.data"]["cells"]:

@@ -36,6 +36,7 @@ from scheduler.hosts.table import (
 )
 from scheduler.objects import Flavor, RequestSpec
 from tests.unit.filters.fakes import make_aggregate, make_host, make_service
+from tests.unit.scheduler.hosts.env import assert_table_mirrors
 
 NOW = datetime.datetime(2026, 11, 24, 12, 0, 0, 123456)
 
@@ -50,27 +51,6 @@ def _vcpus(host):
 
 def _arch(host):
     return (host.stats or {}).get("cpu_arch", "absent")
-
-
-def assert_table_mirrors(table: HostTable, hosts: list[HostState]) -> None:
-    """Every column the table keeps equals what it mirrors on each host."""
-    located = table_of(hosts)
-    assert located is not None and located[0] is table
-    rows = located[1]
-    for name, (func, array) in table._numeric.items():
-        expected = np.array([_number(func(h)) for h in hosts], dtype=np.float64)
-        assert np.array_equal(array[rows], expected, equal_nan=True), name
-    for name, column in table._codes.items():
-        values = column.values
-        for host, code in zip(hosts, column.codes[rows].tolist(), strict=True):
-            assert code >= 0, name
-            assert column.key(values[code]) == column.key(column.func(host)), name
-    state, last = table.services(rows)
-    for host, s, t in zip(hosts, state.tolist(), last.tolist(), strict=True):
-        assert (s, t) == service_state(host.service), host.host
-    codes, lists = table.aggregates
-    for host, code in zip(hosts, codes[rows].tolist(), strict=True):
-        assert lists[code] == (host.aggregates or []), host.host
 
 
 def _row(uuid, host, **over) -> ComputeNodeRow:

@@ -8,83 +8,14 @@ from typing import Any
 
 from scheduler.objects import RequestGroup
 from scheduler.resources import pci
-
-# -- builders of nova-shaped data (also used by the filter tests) ---------------------------
-
-
-NETWORK_DEVICE_TYPES = ("type-VF", "type-PF", "vdpa")
-
-
-def pool(
-    vendor_id: str,
-    product_id: str,
-    count: int,
-    numa_node: int | None = 0,
-    **tags: str,
-) -> dict[str, Any]:
-    """A PciDevicePool 1.1 primitive as nova-compute stores it in compute_nodes.pci_stats
-    (network devices tagged remote_managed=false unless the device_spec says otherwise)."""
-    tags = {"dev_type": "type-PCI", **tags}
-    if tags["dev_type"] in NETWORK_DEVICE_TYPES:
-        tags.setdefault("remote_managed", "false")
-    return {
-        "nova_object.name": "PciDevicePool",
-        "nova_object.namespace": "nova",
-        "nova_object.version": "1.1",
-        "nova_object.data": {
-            "product_id": product_id,
-            "vendor_id": vendor_id,
-            "numa_node": numa_node,
-            "tags": tags,
-            "count": count,
-        },
-        "nova_object.changes": ["product_id", "vendor_id", "numa_node", "tags", "count"],
-    }
-
-
-def pool_list(*pools: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "nova_object.name": "PciDevicePoolList",
-        "nova_object.namespace": "nova",
-        "nova_object.version": "1.1",
-        "nova_object.data": {"objects": list(pools)},
-        "nova_object.changes": ["objects"],
-    }
-
-
-def alias_request(
-    alias: str,
-    count: int = 1,
-    numa_policy: str | None = None,
-    request_id: str | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    """An InstancePCIRequest from a flavor's ``pci_passthrough:alias`` (unwrapped)."""
-    return {
-        "count": count,
-        "spec": [spec],
-        "alias_name": alias,
-        "is_new": False,
-        "numa_policy": numa_policy,
-        "request_id": request_id,
-        "requester_id": None,
-    }
-
-
-def port_request(physnet: str, request_id: str = "req-port") -> dict[str, Any]:
-    """An InstancePCIRequest for an SR-IOV (vnic_type=direct) port."""
-    return {
-        "count": 1,
-        "spec": [{"physical_network": physnet, "remote_managed": "False"}],
-        "alias_name": None,
-        "numa_policy": None,
-        "request_id": request_id,
-        "requester_id": "port-uuid-1",
-    }
-
-
-NIC = ("8086", "1520")  # an SR-IOV capable NIC (VFs)
-GPU = ("10de", "1eb8")  # a GPU passed through whole
+from tests.unit.scheduler.resources.builders import (
+    GPU,
+    NIC,
+    alias_request,
+    pool,
+    pool_list,
+    port_request,
+)
 
 
 def fleet_pools() -> list[dict[str, Any]]:

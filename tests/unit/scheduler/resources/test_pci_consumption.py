@@ -9,7 +9,7 @@ from typing import Any
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestGroup, RequestSpec
 from scheduler.resources import numa, pci
-from tests.unit.scheduler.resources.test_pci import GPU, alias_request, pool, pool_list
+from tests.unit.scheduler.resources.builders import GPU, alias_request, pool, pool_list
 
 
 def _host_cell(cell_id: int, cpu_usage: int = 0, memory_usage: int = 0) -> dict[str, Any]:

@@ -14,60 +14,18 @@ from hypothesis import strategies as st
 from oslo_messaging._drivers import common as rpc_common
 
 from scheduler import exceptions
-from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
+from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.manager import BaseAPI, NovaNoValidHost, SchedulerManager
 from scheduler.rpc.wire import request_spec_to_primitive
 from tests.samples import NOVA_SELECT_DESTINATIONS
+from tests.unit.scheduler.rpc.fakes import FakeDriver
 
 SAMPLE = NOVA_SELECT_DESTINATIONS
 
 # instance uuids as nova sends them (the scheduler refuses anything else)
 I1 = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b21"
 I2 = "7f4b1c1e-8a0b-4a4e-9e57-0d6f1c1e7b22"
-
-
-def _selection(host: str) -> Selection:
-    return Selection(
-        compute_node_uuid=f"uuid-{host}",
-        service_host=host,
-        nodename=host,
-        cell_uuid="cell-1",
-        allocation_request={"allocations": {f"uuid-{host}": {"resources": {"VCPU": 1}}}},
-        allocation_request_version="1.36",
-        limits=SchedulerLimits(),
-        availability_zone="nova",
-    )
-
-
-class FakeDriver:
-    """Records what the manager passes; answers one chosen host plus alternates."""
-
-    def __init__(self, error: Exception | None = None):
-        self.calls: list[tuple] = []
-        self.error = error
-        self.release = threading.Event()
-        self.release.set()
-        self.entered = threading.Event()
-        self.reset_called = False
-
-    def select_destinations(self, context, spec_obj, instance_uuids, return_alternates):
-        self.calls.append((context, spec_obj, instance_uuids, return_alternates))
-        self.entered.set()
-        self.release.wait(5)
-        if self.error is not None:
-            raise self.error
-        count = len(instance_uuids) if instance_uuids is not None else spec_obj.num_instances
-        return [
-            [_selection(f"host{i}")] + ([_selection(f"alt{i}")] if return_alternates else [])
-            for i in range(count)
-        ]
-
-    def reset(self):
-        self.reset_called = True
-
-    def stop(self):
-        pass
 
 
 class FakeNotifier:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from tests.unit.scheduler.hosts.test_manager import _break_cell
+from tests.unit.scheduler.hosts.env import break_cell
 
 
 def test_status_names_hosts_and_last_good_read_per_cell(env, registry, monkeypatch):
@@ -13,7 +13,7 @@ def test_status_names_hosts_and_last_good_read_per_cell(env, registry, monkeypat
     env.add_host(good, "h1")
     env.add_host(good, "h2")
     env.add_host(dead, "h3")
-    state = _break_cell(monkeypatch, env, dead)
+    state = break_cell(monkeypatch, env, dead)
     hm = env.manager()
     before = time.time()
     hosts = hm.get_host_states_by_uuids(None, request_id="req-1")
