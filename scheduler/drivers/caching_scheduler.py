@@ -1,5 +1,9 @@
 """The caching scheduler: the filter scheduler over HostStates refreshed only in the background.
 
+It is the filter scheduler with another host source, not a class of its own:
+``CachingScheduler`` builds a ``FilterScheduler`` whose host manager is a ``HostStateCache``
+(the cache, its periodic refresh, and everything else handed to the wrapped host manager).
+
 nova's old CachingScheduler, with Placement: a periodic task (a background thread, every
 ``[scheduler] periodic_task_interval`` seconds, nova's option and default of 60) reads every
 compute node, service and instance of the enabled cells; requests then filter and weigh those
@@ -75,12 +79,66 @@ class HostStateCache:
     refresh. Everything else (cells, aggregates, the prefilters' look-ups) is the wrapped
     host manager's."""
 
-    def __init__(self, host_manager: Any):
+    def __init__(self, host_manager: Any, interval: float | None = None):
+        """``interval``: seconds between the periodic refreshes ``start`` runs (None: none,
+        the first request reads the hosts)."""
         self.inner = host_manager
+        self.interval = None if interval is None else float(interval)
         self._snapshot: _Snapshot | None = None
         self._refresh_lock = threading.Lock()
         self._pending_lock = threading.Lock()
         self._forgotten: dict[int, HostState] = {}  # by id(): rolled back, re-read at refresh
+        self._stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    # -- the periodic task -------------------------------------------------------------------
+    def warn_about(self, down_time: float) -> None:
+        """Warn when the interval makes ComputeFilter take live hosts for down."""
+        if self.interval is None:
+            LOG.warning(
+                "[scheduler] periodic_task_interval is negative: the caching scheduler reads "
+                "the hosts once, at the first request, and again only on SIGHUP"
+            )
+        elif self.interval + _REPORT_INTERVAL > down_time:
+            LOG.warning(
+                "[scheduler] periodic_task_interval (%s s) plus a compute report interval "
+                "exceeds [DEFAULT] service_down_time (%s s): ComputeFilter judges services by "
+                "heartbeats that old and may take live hosts for down. Use an interval well "
+                "below service_down_time.",
+                self.interval,
+                down_time,
+            )
+
+    def start(self) -> None:
+        """Refresh every ``interval`` seconds on a thread of its own (nothing without one)."""
+        if self.interval is None or self.thread is not None:
+            return
+        self.thread = threading.Thread(
+            target=self._run_periodic, name="caching-scheduler-refresh", daemon=True
+        )
+        self.thread.start()
+
+    def _run_periodic(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                count = self.refresh()
+                LOG.debug("Caching scheduler refreshed %d host state(s)", count)
+            except Exception:  # keep the last good cache and try again next period
+                LOG.exception("Caching scheduler could not refresh its host states")
+            if self._stopping.wait(self.interval):
+                break
+
+    def reset(self) -> None:
+        """SIGHUP: reload cells and aggregates, then the host states, now."""
+        self.inner.reset()
+        self.refresh()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+        self.inner.stop()
 
     def __getattr__(self, name: str) -> Any:
         # only reached for what this class does not define
@@ -195,73 +253,32 @@ class HostStateCache:
                 self._forgotten[id(hs)] = hs
 
 
-class CachingScheduler(FilterScheduler):
-    """The filter scheduler over HostStates refreshed by a periodic task instead of on every
-    request (entry point ``caching_scheduler``); still claims in Placement."""
+def CachingScheduler(  # noqa: N802 - the driver's name, as nova's class was named
+    *,
+    placement: Any = None,
+    host_manager: Any = None,
+    conf: Any = CONF,
+    interval: float | None | object = _FROM_CONF,
+    start_periodic: bool = True,
+) -> FilterScheduler:
+    """The caching scheduler (entry point ``caching_scheduler``): the filter scheduler whose
+    host source is a ``HostStateCache``, refreshed by a periodic task instead of on every
+    request; still claims in Placement. ``interval`` overrides ``[scheduler]
+    periodic_task_interval`` (None: no periodic refresh); ``start_periodic=False`` leaves
+    refreshing to the caller (tests)."""
+    if host_manager is None:
+        from scheduler.hosts.manager import HostManager
 
-    def __init__(
-        self,
-        *,
-        placement: Any = None,
-        host_manager: Any = None,
-        conf: Any = CONF,
-        interval: float | None | object = _FROM_CONF,
-        start_periodic: bool = True,
-    ):
-        """``interval`` overrides ``[scheduler] periodic_task_interval`` (None: no periodic
-        refresh); ``start_periodic=False`` leaves refreshing to the caller (tests)."""
-        super().__init__(placement=placement, host_manager=host_manager, conf=conf)
-        self.host_cache = HostStateCache(self.host_manager)
-        self.host_manager = self.host_cache
-        if interval is _FROM_CONF:
-            self.interval = periodic_task_interval(conf)
-        else:
-            self.interval = None if interval is None else float(interval)  # type: ignore[arg-type]
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        down_time = conf.service_down_time
-        if self.interval is None:
-            LOG.warning(
-                "[scheduler] periodic_task_interval is negative: the caching scheduler reads "
-                "the hosts once, at the first request, and again only on SIGHUP"
-            )
-        elif self.interval + _REPORT_INTERVAL > down_time:
-            LOG.warning(
-                "[scheduler] periodic_task_interval (%s s) plus a compute report interval "
-                "exceeds [DEFAULT] service_down_time (%s s): ComputeFilter judges services by "
-                "heartbeats that old and may take live hosts for down. Use an interval well "
-                "below service_down_time.",
-                self.interval,
-                down_time,
-            )
-        if start_periodic and self.interval is not None:
-            self._thread = threading.Thread(
-                target=self._run_periodic, name="caching-scheduler-refresh", daemon=True
-            )
-            self._thread.start()
-        LOG.info(
-            "Caching scheduler ready: host states refreshed %s",
-            f"every {self.interval:g} s" if self.interval is not None else "on demand",
-        )
-
-    def _run_periodic(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                count = self.host_cache.refresh()
-                LOG.debug("Caching scheduler refreshed %d host state(s)", count)
-            except Exception:  # keep the last good cache and try again next period
-                LOG.exception("Caching scheduler could not refresh its host states")
-            if self._stopping.wait(self.interval):
-                break
-
-    def reset(self) -> None:
-        """SIGHUP: reload cells and aggregates, then the host states, now."""
-        super().reset()
-        self.host_cache.refresh()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10)
-        super().stop()
+        host_manager = HostManager(conf)
+    if interval is _FROM_CONF:
+        interval = periodic_task_interval(conf)
+    cache = HostStateCache(host_manager, interval=interval)  # type: ignore[arg-type]
+    driver = FilterScheduler(placement=placement, host_manager=cache, conf=conf)
+    cache.warn_about(conf.service_down_time)
+    if start_periodic:
+        cache.start()
+    LOG.info(
+        "Caching scheduler ready: host states refreshed %s",
+        f"every {cache.interval:g} s" if cache.interval is not None else "on demand",
+    )
+    return driver

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from placement_client import (
 from scheduler.conf import CONF
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
+from scheduler.drivers.pickers import NovaPick, Picker
 from scheduler.exceptions import (
     ConfigurationError,
     NoValidHost,
@@ -88,12 +88,30 @@ class FilterScheduler:
     # "host_states", "filter", "weigh", "claim", "total"); the benchmark sets it.
     timing_observer: Callable[[dict[str, float]], None] | None = None
 
-    def __init__(self, *, placement=None, host_manager=None, view=None, conf=CONF):
+    def __init__(
+        self,
+        *,
+        placement=None,
+        host_manager=None,
+        view=None,
+        conf=CONF,
+        filters: list[Any] | None = None,
+        weighers: list[Any] | None = None,
+        picker: Picker | None = None,
+    ):
+        """``filters``/``weighers``: these instead of ``[filter_scheduler]
+        enabled_filters``/``weight_classes``; ``picker``: how the filtered hosts are
+        ordered and which goes first (default: nova's, ``pickers.NovaPick``)."""
         self.conf = conf
         fs = conf.filter_scheduler
+        self.picker = picker if picker is not None else NovaPick(conf)
         try:
-            self.filter_handler = FilterHandler(load_filters(list(fs.enabled_filters)))
-            self.weight_handler = WeightHandler(load_weighers(list(fs.weight_classes)))
+            if filters is None:
+                filters = load_filters(list(fs.enabled_filters))
+            if weighers is None:
+                weighers = load_weighers(list(fs.weight_classes))
+            self.filter_handler = FilterHandler(filters)
+            self.weight_handler = WeightHandler(weighers)
         except PluginNotFound:
             raise
         except Exception as exc:
@@ -156,8 +174,8 @@ class FilterScheduler:
 
     # -- driver interface -------------------------------------------------------------------
     def reset(self) -> None:
-        self.host_manager.refresh_cells_caches()
-        self.host_manager.refresh_aggregates()
+        """SIGHUP: the host source reloads what it caches (cells, aggregates, ...)."""
+        self.host_manager.reset()
 
     def prepare(self) -> None:
         """Before the service takes requests: load every cell, then keep the cells' service
@@ -359,7 +377,7 @@ class FilterScheduler:
                 step.weights = [w.weight for w in step.weighed]
             else:
                 step.hosts, step.weights = self.weight_handler.rank(report.hosts, req)
-        return step
+        return self.picker.arrange(step)
 
     def consume(self, req: SchedulingRequest, host: HostState, instance_uuid: str | None) -> str:
         """Count the instance on the host, and on the request's server group. Returns the
@@ -500,26 +518,9 @@ class FilterScheduler:
     def _get_sorted_hosts(
         self, req: SchedulingRequest, hosts: list[HostState], index: int
     ) -> list[HostState]:
-        """``select_hosts``, then nova's pick: shuffle the best ties if asked, and move a
-        random pick among the best ``host_subset_size`` to the front (``_get_sorted_hosts``)."""
-        step = self.select_hosts(req, hosts, index)
-        ordered, weights = step.hosts, step.weights
-        if not ordered:
-            return []
-        fs = self.conf.filter_scheduler
-        if fs.shuffle_best_same_weighed_hosts and len(ordered) > 1:
-            # fewer claim races between schedulers when many hosts tie for the best weight
-            best = weights[0]
-            n_ties = next((i for i, w in enumerate(weights) if w != best), len(weights))
-            ties = ordered[:n_ties]
-            random.shuffle(ties)
-            ordered = ties + ordered[n_ties:]
-        # a random pick among the best few spreads the load of similar requests
-        chosen = random.choice(ordered[: max(1, fs.host_subset_size)])
-        if chosen is not ordered[0]:
-            ordered.remove(chosen)
-            ordered.insert(0, chosen)
-        return ordered
+        """``select_hosts``, then the order the picker tries them in (nova's: a random pick
+        among the best ``host_subset_size`` first)."""
+        return self.picker.first(self.select_hosts(req, hosts, index))
 
     def _check_deadline(self, req: SchedulingRequest) -> None:
         """Past the request's deadline no claim is made: NoValidHost (the caller rolls

@@ -181,6 +181,11 @@ class HostManager:
         self.refresh_cells_caches()
         self.refresh_aggregates()
 
+    def reset(self) -> None:
+        """SIGHUP: reload the cell mappings and the aggregates now."""
+        self.refresh_cells_caches()
+        self.refresh_aggregates()
+
     # -- cells ------------------------------------------------------------------------------
     def refresh_cells_caches(self) -> None:
         """(Re)load cell mappings: cell0 is left out, disabled cells are not scheduled to."""

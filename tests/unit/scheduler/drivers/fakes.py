@@ -232,6 +232,11 @@ class FakeHostManager:
     def refresh_aggregates(self) -> None:
         self.calls.append("refresh_aggregates")
 
+    def reset(self) -> None:
+        # as HostManager.reset
+        self.refresh_cells_caches()
+        self.refresh_aggregates()
+
     def sync_aggregates(self, not_before=None) -> None:
         self.calls.append("sync_aggregates")
 

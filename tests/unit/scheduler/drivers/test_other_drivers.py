@@ -21,9 +21,14 @@ import db
 from placement_client import ClaimConflict
 from scheduler.conf import CONF
 from scheduler.drivers import caching_scheduler
-from scheduler.drivers.caching_scheduler import CachingScheduler, periodic_task_interval
+from scheduler.drivers.caching_scheduler import (
+    CachingScheduler,
+    HostStateCache,
+    periodic_task_interval,
+)
 from scheduler.drivers.chance_scheduler import ChanceScheduler
 from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.drivers.pickers import RandomPick
 from scheduler.exceptions import NoValidHost, PluginNotFound
 from scheduler.hosts.manager import _needs_instances
 from scheduler.objects import Destination
@@ -175,6 +180,27 @@ def test_chance_multi_create_and_alternates_from_the_same_cell():
     assert set(placement.claims) == {"inst-0", "inst-1"}
 
 
+class WorstFirst:
+    """A picker of one's own: the weighed order backwards."""
+
+    def arrange(self, step):
+        return step
+
+    def first(self, step):
+        return list(reversed(step.hosts))
+
+
+def test_a_picker_of_ones_own_chooses_with_everything_else_the_filter_schedulers(mixed_hosts):
+    placement = FakePlacement(mixed_hosts)
+    driver = FilterScheduler(
+        placement=placement, host_manager=FakeHostManager(mixed_hosts), picker=WorstFirst()
+    )
+    # the filters still take the disabled and dead hosts out; the weighers still rank RAM
+    # (host-big first): the picker tries the least free host first, and it is claimed
+    assert chosen(select(driver, make_spec())) == ["host-small"]
+    assert [c for c, _ in placement.claim_attempts] == ["inst-0"]
+
+
 def test_chance_honours_ignore_hosts(mixed_hosts):
     driver, _ = chance_driver(mixed_hosts)
     spec = make_spec(ignore_hosts=["HOST-BIG", "host-mid"])
@@ -208,13 +234,13 @@ def test_caching_new_hosts_appear_only_after_a_refresh():
     assert chosen(select(driver, make_spec(), ["i-0"])) == ["host-a"]
     hosts.append(make_host("host-new", ram_mb=65536))  # Placement knows it, the cache not yet
     assert chosen(select(driver, make_spec(), ["i-1"])) == ["host-a"]
-    assert driver.host_cache.refresh() == 2
+    assert driver.host_manager.refresh() == 2
     assert chosen(select(driver, make_spec(), ["i-2"])) == ["host-new"]
 
 
 def test_caching_refresh_loads_every_hosts_instances():
     driver, _, manager = caching_driver([make_host("host-a")])
-    driver.host_cache.refresh()
+    driver.host_manager.refresh()
     # the host manager loads instances only for specs that need them; the refresh's does
     assert _needs_instances(manager.specs[-1])
 
@@ -237,7 +263,7 @@ def test_caching_rollback_rereads_the_hosts_at_the_next_refresh_not_in_the_reque
     assert manager.forgotten == []
     assert manager.reads() == 1
     assert hosts[1].updated is None  # its next compute-node report is taken
-    driver.host_cache.refresh()
+    driver.host_manager.refresh()
     assert manager.forgotten == [["host-b"]]
 
 
@@ -252,7 +278,7 @@ def test_caching_restricts_to_the_requested_cell_from_the_cache():
 def test_caching_reads_a_requested_cell_it_does_not_hold():
     hosts = [make_host("a1"), make_host("c1", cell="cell-disabled")]
     driver, _, manager = caching_driver(hosts)
-    driver.host_cache.refresh()
+    driver.host_manager.refresh()
     spec = make_spec(requested_destination=Destination(cell_uuid="cell-disabled"))
     assert chosen(select(driver, spec)) == ["c1"]
     assert manager.reads() == 2
@@ -293,13 +319,13 @@ def test_caching_with_the_real_host_manager_reads_cells_only_when_refreshing(cel
     manager = cells.manager()
     placement = FakePlacement(manager.get_host_states_by_uuids(None))
     driver = CachingScheduler(placement=placement, host_manager=manager, start_periodic=False)
-    driver.host_cache.refresh()
-    (cached,) = driver.host_cache.get_host_states_by_uuids(None)
+    driver.host_manager.refresh()
+    (cached,) = driver.host_manager.get_host_states_by_uuids(None)
     assert instance in cached.instances  # loaded by the refresh, for the affinity filters
     cells.update_service(cell, "host-a", disabled=True)
     # the cached service is still enabled: requests do not read the cell
     assert chosen(select(driver, make_spec(), ["i-0"])) == ["host-a"]
-    driver.host_cache.refresh()
+    driver.host_manager.refresh()
     with pytest.raises(NoValidHost) as err:
         select(driver, make_spec(), ["i-1"])
     assert "ComputeFilter (service disabled)" in str(err.value)
@@ -321,7 +347,7 @@ def test_caching_periodic_task_refreshes_until_stopped():
         assert _wait_for(lambda: manager.reads() >= 3)
     finally:
         driver.stop()
-    assert not driver._thread.is_alive()
+    assert not driver.host_manager.thread.is_alive()
     after = manager.reads()
     threading.Event().wait(0.1)
     assert manager.reads() == after
@@ -332,11 +358,11 @@ def test_caching_periodic_failure_keeps_the_last_cache(caplog):
     hosts = [make_host("host-a")]
     driver, _, manager = caching_driver(hosts, interval=0.02, start_periodic=True)
     try:
-        assert _wait_for(lambda: driver.host_cache.loaded)
+        assert _wait_for(lambda: driver.host_manager.loaded)
         manager.fail_reads = True
         before = manager.reads()
         assert _wait_for(lambda: manager.reads() >= before + 2)
-        assert driver._thread.is_alive()
+        assert driver.host_manager.thread.is_alive()
         assert chosen(select(driver, make_spec())) == ["host-a"]
     finally:
         driver.stop()
@@ -345,7 +371,7 @@ def test_caching_periodic_failure_keeps_the_last_cache(caplog):
 
 def test_caching_no_periodic_task_with_a_negative_interval():
     driver, _, manager = caching_driver([make_host("host-a")], interval=None, start_periodic=True)
-    assert driver._thread is None
+    assert driver.host_manager.thread is None
     select(driver, make_spec())
     assert manager.reads() == 1
 
@@ -448,13 +474,23 @@ NOVA_DRIVER_NAMES = [
 ]
 
 
+def _driver_kind(driver):
+    """The driver a FilterScheduler is: the chance scheduler is one with the random picker,
+    the caching scheduler one whose host source is a HostStateCache."""
+    if isinstance(driver.picker, RandomPick):
+        return ChanceScheduler
+    if isinstance(driver.host_manager, HostStateCache):
+        return CachingScheduler
+    return type(driver)
+
+
 def _load_and_select(cls):
     hosts = [make_host("host-a")]
     driver = service.load_driver(
         CONF, placement=FakePlacement(hosts), host_manager=FakeHostManager(hosts)
     )
     try:
-        assert type(driver) is cls
+        assert _driver_kind(driver) is cls
         assert chosen(select(driver, make_spec())) == ["host-a"]
     finally:
         driver.stop()
