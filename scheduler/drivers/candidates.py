@@ -21,8 +21,8 @@ from placement_client import AllocationCandidates, PlacementClientError, Placeme
 from provider_view import unsupported_reason
 from scheduler.conf import CONF
 from scheduler.exceptions import NoValidHost
-from scheduler.explain.hint import placement_hint
 from scheduler.placement import query
+from scheduler.placement.hint import placement_hint
 from scheduler.request import SchedulingRequest
 
 LOG = logging.getLogger(__name__)

@@ -30,6 +30,7 @@ from placement_client import (
     PlacementClient,
 )
 from scheduler.conf import CONF
+from scheduler.drivers import request_filters as prefilters
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
 from scheduler.drivers.pickers import NovaPick, Picker
@@ -41,7 +42,7 @@ from scheduler.exceptions import (
 )
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
-from scheduler.placement import prefilters, query
+from scheduler.placement import query
 from scheduler.request import SchedulingRequest
 from scheduler.telemetry import metrics
 from weighers.handler import WeighedHost, WeightHandler, load_weighers

@@ -1,6 +1,5 @@
 """explain: why a request would land where it lands, or why it cannot land anywhere.
 
-* ``hint``: which single term of an empty Placement query emptied it.
 * ``dry_run``: the driver's steps for a request without claiming or consuming anything,
   as the JSON document of docs/explain.md (``explain_request``).
 * ``render``: that document as text (``render_text``).
@@ -8,13 +7,6 @@
 """
 
 from scheduler.explain.dry_run import DOCUMENT_VERSION, explain_request, request_summary
-from scheduler.explain.hint import (
-    MAX_BISECTION_QUERIES,
-    bisect_empty_query,
-    placement_hint,
-    query_terms,
-    without_term,
-)
 from scheduler.explain.render import render_text
 from scheduler.explain.request_file import (
     ExplainInputError,
@@ -26,17 +18,12 @@ from scheduler.explain.request_file import (
 
 __all__ = [
     "DOCUMENT_VERSION",
-    "MAX_BISECTION_QUERIES",
     "ExplainInputError",
     "apply_overrides",
-    "bisect_empty_query",
     "explain_request",
     "parse_flavor",
-    "placement_hint",
-    "query_terms",
     "render_text",
     "request_summary",
     "spec_from_json",
     "split_pairs",
-    "without_term",
 ]

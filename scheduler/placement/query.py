@@ -102,7 +102,7 @@ _SUFFIX = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _GROUP_POLICIES = ("none", "isolate")
 # hints under which nova asks for every candidate, so that the filters see all hosts
 _UNLIMITED_HINTS = ("group", "same_host", "different_host")
-# the prefilter that requires OWNER_NOVA on the root (scheduler/placement/prefilters.py)
+# the request filter that requires OWNER_NOVA on the root (scheduler/drivers/request_filters.py)
 _OWNER_NOVA_FILTER = "owner_nova_filter"
 
 _CPU_POLICIES = ("dedicated", "shared", "mixed")

@@ -44,8 +44,8 @@ from placement import microversion
 
 from placement_client import MV_CANDIDATES
 from scheduler import conf as sched_conf
+from scheduler.drivers import request_filters as prefilters
 from scheduler.exceptions import InvalidRequest, NoValidHost
-from scheduler.placement import prefilters
 from scheduler.placement.query import build_queries
 from scheduler.request import SchedulingRequest
 from scheduler.rpc import wire

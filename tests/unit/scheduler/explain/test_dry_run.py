@@ -23,6 +23,7 @@ from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import InvalidRequest, NoValidHost, NovaschedError
 from scheduler.objects import Flavor, ImageMeta, InstanceGroup, RequestSpec
+from scheduler.placement import hint as bisection
 from scheduler.rpc import rpcapi, wire
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.manager import SchedulerManager
@@ -120,7 +121,7 @@ def test_terms_put_traits_and_aggregates_before_resources():
     base.forbidden_traits.add("CUSTOM_SLOW")
     base.member_of.append(["agg-b", "agg-a"])
     q.group("net").resources["NET_BW_EGR_KILOBIT_PER_SEC"] = 10
-    labels = [t.label for t in explain.query_terms(q)]
+    labels = [t.label for t in bisection.query_terms(q)]
     assert labels == [
         "forbidden root trait COMPUTE_STATUS_DISABLED",
         "required trait CUSTOM_GPU",
@@ -135,15 +136,15 @@ def test_terms_put_traits_and_aggregates_before_resources():
 
 def test_the_only_resource_is_never_a_term_placement_would_refuse_the_query():
     q = _query(MEMORY_MB=512)
-    assert [t.kind for t in explain.query_terms(q)] == ["root_forbidden"]
+    assert [t.kind for t in bisection.query_terms(q)] == ["root_forbidden"]
 
 
 def test_leaving_a_term_out_copies_the_query():
     q = _query()
     q.group("").required_traits.add("CUSTOM_GPU")
     before = q.to_params()
-    for term in explain.query_terms(q):
-        probe = explain.without_term(q, term)
+    for term in bisection.query_terms(q):
+        probe = bisection.without_term(q, term)
         assert len(probe.to_params()) <= len(before)
         assert probe.to_params() != before
     assert q.to_params() == before
@@ -154,17 +155,17 @@ def test_bisection_names_the_trait_that_emptied_the_answer():
     placement = QueryPlacement(_providers())
     q = _query()
     q.group("").required_traits.add("CUSTOM_GPU")
-    hint = explain.placement_hint(placement, q)
+    hint = bisection.placement_hint(placement, q)
     # rp-1, rp-2, rp-3 are enabled; rp-4 carries COMPUTE_STATUS_DISABLED
     assert hint == "without required trait CUSTOM_GPU it would return 3 hosts"
-    assert len(placement.queries) == len(explain.query_terms(q))
+    assert len(placement.queries) == len(bisection.query_terms(q))
 
 
 def test_bisection_names_a_resource_amount_too_large_for_every_host():
     placement = QueryPlacement(_providers())
     q = _query(VCPU=1, MEMORY_MB=300000, DISK_GB=10)
     assert (
-        explain.placement_hint(placement, q) == "without MEMORY_MB:300000 it would return 3 hosts"
+        bisection.placement_hint(placement, q) == "without MEMORY_MB:300000 it would return 3 hosts"
     )
 
 
@@ -172,7 +173,7 @@ def test_bisection_reports_every_single_culprit_and_a_lone_host():
     placement = QueryPlacement(_providers())
     q = _query()
     q.group("").required_traits.update({"CUSTOM_SSD", "HW_ARCH_AARCH64"})
-    hint = explain.placement_hint(placement, q)
+    hint = bisection.placement_hint(placement, q)
     assert hint == (
         "without required trait CUSTOM_SSD it would return 1 host; "
         "without required trait HW_ARCH_AARCH64 it would return 1 host"
@@ -182,7 +183,7 @@ def test_bisection_reports_every_single_culprit_and_a_lone_host():
 def test_bisection_says_when_no_single_term_explains_it():
     placement = QueryPlacement(_providers())
     q = _query(VCPU=500, MEMORY_MB=10**7)
-    hint = explain.placement_hint(placement, q)
+    hint = bisection.placement_hint(placement, q)
     assert hint.startswith("leaving out any one of its 3 terms alone still returns nothing")
 
 
@@ -190,14 +191,14 @@ def test_bisection_is_bounded():
     placement = QueryPlacement(_providers())
     q = _query()
     q.group("").required_traits.update({f"CUSTOM_T{i}" for i in range(20)})
-    result = explain.bisect_empty_query(placement, q, max_queries=5)
+    result = bisection.bisect_empty_query(placement, q, max_queries=5)
     assert len(placement.queries) == 5
     assert result.tried == 5 and result.total_terms == 24
     assert result.hint() == "leaving out any one of 5 of its 24 terms alone still returns nothing"
     # the default bound holds for a query with many terms
     placement.queries.clear()
-    explain.placement_hint(placement, q)
-    assert len(placement.queries) == explain.MAX_BISECTION_QUERIES
+    bisection.placement_hint(placement, q)
+    assert len(placement.queries) == bisection.MAX_BISECTION_QUERIES
 
 
 def test_a_refused_probe_is_skipped_and_an_error_stops_the_search_without_a_hint():
@@ -205,13 +206,13 @@ def test_a_refused_probe_is_skipped_and_an_error_stops_the_search_without_a_hint
     placement.refuse = {"VCPU"}
     q = _query(VCPU=1, MEMORY_MB=300000, DISK_GB=10)
     placement.queries.append(q)  # the original query, as the driver asked it
-    assert explain.placement_hint(placement, q) == (
+    assert bisection.placement_hint(placement, q) == (
         "without MEMORY_MB:300000 it would return 3 hosts"
     )
     broken = QueryPlacement(_providers())
     broken.fail_after = 0
     q.group("").required_traits.add("CUSTOM_GPU")
-    assert explain.placement_hint(broken, q) == ""
+    assert bisection.placement_hint(broken, q) == ""
     assert len(broken.queries) == 1  # stopped at the first error
 
 
@@ -220,8 +221,8 @@ def test_placement_hint_never_raises():
         def get_allocation_candidates(self, query, request_id=None, *, not_before=None):
             raise RuntimeError("boom")
 
-    assert explain.placement_hint(Exploding(), _query()) == ""
-    assert explain.placement_hint(None, _query()) == ""
+    assert bisection.placement_hint(Exploding(), _query()) == ""
+    assert bisection.placement_hint(None, _query()) == ""
 
 
 # -- the driver's NoValidHost --------------------------------------------------------------------
@@ -239,7 +240,7 @@ def test_no_candidates_reason_names_the_emptying_term():
     reason = err.value.reason
     assert reason.startswith("Placement returned no allocation candidates for resources=")
     assert reason.endswith("; without required trait CUSTOM_GPU it would return 3 hosts")
-    assert 1 < len(placement.queries) <= 1 + explain.MAX_BISECTION_QUERIES
+    assert 1 < len(placement.queries) <= 1 + bisection.MAX_BISECTION_QUERIES
 
 
 def test_bisection_errors_leave_the_reason_as_it_was():

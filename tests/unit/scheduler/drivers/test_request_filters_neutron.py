@@ -14,10 +14,10 @@ import pytest
 
 from placement_client.errors import PlacementClientError, PlacementConnectionError
 from scheduler.conf import CONF
+from scheduler.drivers import request_filters as request_filter
 from scheduler.exceptions import RequestFilterFailed
 from scheduler.objects import Destination, Flavor, RequestSpec
 from scheduler.placement import neutron
-from scheduler.placement import prefilters as request_filter
 
 NET_ROUTED = "net-routed"
 NET_PLAIN = "net-plain"
@@ -195,7 +195,7 @@ def test_placement_unreachable_fails_the_request_with_the_reason_logged(routed, 
         "Placement at http://p:8778 refused the connection"
     )
     spec = _spec({"network_id": NET_ROUTED})
-    with caplog.at_level(logging.WARNING, logger="scheduler.placement.prefilters"):
+    with caplog.at_level(logging.WARNING, logger="scheduler.drivers.request_filters"):
         with pytest.raises(RequestFilterFailed, match="refused the connection"):
             request_filter.routed_networks_filter(spec, None, CONF)
     assert "Aggregates not found for the network net-routed" in caplog.text
@@ -205,7 +205,7 @@ def test_placement_unreachable_fails_the_request_with_the_reason_logged(routed, 
 def test_neutron_failure_fails_the_request_with_the_reason_logged(routed, caplog, entry):
     fake_neutron, _ = routed
     fake_neutron.fail = neutron.NeutronError("Neutron is unreachable asking for x: refused")
-    with caplog.at_level(logging.WARNING, logger="scheduler.placement.prefilters"):
+    with caplog.at_level(logging.WARNING, logger="scheduler.drivers.request_filters"):
         with pytest.raises(RequestFilterFailed, match="Neutron is unreachable"):
             request_filter.routed_networks_filter(_spec(entry), None, CONF)
     assert "Neutron is unreachable" in caplog.text
@@ -218,7 +218,7 @@ def test_unknown_port_fails_the_request(routed):
 
 def test_routed_networks_without_neutron_configured_fail_and_are_warned_about(caplog):
     CONF.set_override("query_placement_for_routed_network_aggregates", True, group="scheduler")
-    with caplog.at_level(logging.WARNING, logger="scheduler.placement.prefilters"):
+    with caplog.at_level(logging.WARNING, logger="scheduler.drivers.request_filters"):
         assert request_filter.warn_unimplemented_toggles(CONF) == [
             "query_placement_for_routed_network_aggregates"
         ]
@@ -275,7 +275,7 @@ def test_without_neutron_configured_remote_managed_ports_are_skipped_with_one_wa
 
     monkeypatch.setattr(request_filter, "_neutron_client", no_client)
     spec = _spec({"port_id": "port-dpu"})
-    with caplog.at_level(logging.WARNING, logger="scheduler.placement.prefilters"):
+    with caplog.at_level(logging.WARNING, logger="scheduler.drivers.request_filters"):
         assert request_filter.remote_managed_ports_filter(spec, None, CONF) is False
         assert request_filter.remote_managed_ports_filter(spec, None, CONF) is False
     assert caplog.text.count("remote_managed_ports_filter is skipped") == 1

@@ -6,9 +6,9 @@ import os_traits
 import pytest
 
 from scheduler.conf import CONF
+from scheduler.drivers import request_filters as request_filter
 from scheduler.exceptions import RequestFilterFailed
 from scheduler.objects import Aggregate, Destination, Flavor, ImageMeta, RequestGroup, RequestSpec
-from scheduler.placement import prefilters as request_filter
 
 PROJECT = "p-1"
 
@@ -204,12 +204,12 @@ def test_process_reqspec_failure_stops_before_later_prefilters():
 
 def test_toggles_of_prefilters_we_do_not_run_are_warned_about(caplog):
     from scheduler.conf import CONF
-    from scheduler.placement.prefilters import warn_unimplemented_toggles
+    from scheduler.drivers.request_filters import warn_unimplemented_toggles
 
     assert warn_unimplemented_toggles(CONF) == []
     CONF.set_override("query_placement_for_routed_network_aggregates", True, group="scheduler")
     CONF.set_override("discover_hosts_in_cells_interval", 300, group="scheduler")
-    with caplog.at_level("WARNING", logger="scheduler.placement.prefilters"):
+    with caplog.at_level("WARNING", logger="scheduler.drivers.request_filters"):
         names = warn_unimplemented_toggles(CONF)
     assert names == [
         "query_placement_for_routed_network_aggregates",
@@ -380,7 +380,7 @@ def test_image_property_values_with_dashes_map_to_underscores():
 def test_image_property_without_a_trait_is_skipped_alone(caplog):
     CONF.set_override("image_metadata_prefilter", True, group="scheduler")
     spec = _spec(image=_image(hw_architecture="armv7l", hw_disk_bus="ide"))
-    with caplog.at_level("ERROR", logger="scheduler.placement.prefilters"):
+    with caplog.at_level("ERROR", logger="scheduler.drivers.request_filters"):
         assert request_filter.transform_image_metadata(spec, FakeAggregates([]), CONF) is True
     assert spec.root_required == {"COMPUTE_STORAGE_BUS_IDE"}
     assert "HW_ARCH_ARMV7L" in caplog.text
