@@ -301,21 +301,15 @@ def apply_filter(filter_: Any, hosts: list[Any], spec_obj: Any) -> FilterOutcome
     if prepared is PASS_ALL:
         return FilterOutcome(list(hosts))
     check = filter_.check
+
+    def one(host: Any) -> Any:
+        return check(host, prepared)
+
     if getattr(filter_, "per_aggregates", False):
-        once = per_aggregate_set(lambda host: check(host, prepared))
-        results = [once(host) for host in hosts]
-    else:
-        results = [check(host, prepared) for host in hosts]
-    default = getattr(filter_, "default_reason", None) or _REJECTED
-    outcome = FilterOutcome()
-    passed = outcome.passed
-    rejected = outcome.rejected
-    for host, result in zip(hosts, results, strict=True):
-        if result:
-            passed.append(host)
-        else:
-            rejected.append((host, getattr(result, "reason", None) or default))
-    return outcome
+        one = per_aggregate_set(one)
+    return FilterOutcome.partition(
+        hosts, one, getattr(filter_, "default_reason", None) or _REJECTED
+    )
 
 
 def _runs_for_index(filter_: Any, index: int) -> bool:

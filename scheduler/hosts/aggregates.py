@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 LOG = logging.getLogger(__name__)
@@ -96,6 +96,29 @@ class OverrideCache:
                 host_state, self._key, self._default, self._cast
             )
         return value
+
+
+def aggregates_matching(
+    aggregates: Iterable[Any],
+    key: str | None = None,
+    value: str | None = None,
+    key_prefix: str | None = None,
+) -> list[Any]:
+    """The aggregates having one metadata item that matches every given condition (``key``
+    exactly, ``key`` starting with ``key_prefix``, ``value`` exactly), in their order: what
+    nova's request filters ask the host manager for."""
+    out = []
+    for agg in aggregates:
+        for k, v in agg.metadata.items():
+            if key is not None and k != key:
+                continue
+            if key_prefix is not None and not k.startswith(key_prefix):
+                continue
+            if value is not None and v != value:
+                continue
+            out.append(agg)
+            break
+    return out
 
 
 def per_aggregate_set(check: Callable[[Any], R]) -> Callable[[Any], R]:

@@ -48,6 +48,7 @@ from oslo_utils import timeutils
 import db
 from db import queries, read_ahead
 from scheduler.conf import CONF, database_connection
+from scheduler.hosts.aggregates import aggregates_matching
 from scheduler.hosts.cells import (
     Cell,
     CellRead,
@@ -321,18 +322,7 @@ class HostManager:
         self, key: str | None = None, value: str | None = None, key_prefix: str | None = None
     ) -> list[Aggregate]:
         self._maybe_refresh_aggregates()
-        out = []
-        for agg in self._aggregates.values():
-            for k, v in agg.metadata.items():
-                if key is not None and k != key:
-                    continue
-                if key_prefix is not None and not k.startswith(key_prefix):
-                    continue
-                if value is not None and v != value:
-                    continue
-                out.append(agg)
-                break
-        return out
+        return aggregates_matching(self._aggregates.values(), key, value, key_prefix)
 
     def update_aggregates(self, aggregates: list[Aggregate]) -> None:
         """Apply aggregates sent by nova-api (update_aggregates RPC)."""

@@ -6,15 +6,7 @@ import pytest
 from oslo_config import cfg
 
 from scheduler import conf as novasched_conf
-
-
-def _conf_from(tmp_path, text):
-    path = tmp_path / "nova.conf"
-    path.write_text(text)
-    conf = cfg.ConfigOpts()
-    novasched_conf.register_opts(conf)
-    conf(["--config-file", str(path)], project="nova", default_config_files=[])
-    return conf
+from tests.unit.scheduler.cmd.builders import make_conf
 
 
 def test_nova_defaults():
@@ -34,7 +26,7 @@ def test_nova_defaults():
 
 
 def test_operators_nova_conf_section_is_read(tmp_path):
-    conf = _conf_from(
+    conf = make_conf(
         tmp_path,
         "[filter_scheduler]\n"
         "enabled_filters = ComputeFilter,AllHostsFilter\n"
@@ -47,7 +39,7 @@ def test_operators_nova_conf_section_is_read(tmp_path):
 
 
 def test_unsupported_options_are_ignored_with_one_warning(tmp_path, caplog):
-    conf = _conf_from(
+    conf = make_conf(
         tmp_path,
         "[DEFAULT]\nmy_ip = 10.0.0.1\n"
         "[filter_scheduler]\nhost_subset_size = 2\nsome_future_option = 7\n"
@@ -65,7 +57,7 @@ def test_unsupported_options_are_ignored_with_one_warning(tmp_path, caplog):
 
 def test_the_options_of_the_configured_auth_plugin_are_not_unsupported(tmp_path):
     # a nova.conf reaching Placement without Keystone, as nova's own services must
-    conf = _conf_from(
+    conf = make_conf(
         tmp_path,
         "[placement]\nauth_type = admin_token\nendpoint = http://127.0.0.1:8778\n"
         "token = admin\nno_such_option = 1\n",
@@ -74,7 +66,7 @@ def test_the_options_of_the_configured_auth_plugin_are_not_unsupported(tmp_path)
 
 
 def test_broken_value_is_a_clear_error(tmp_path):
-    conf = _conf_from(tmp_path, "[scheduler]\nmax_attempts = zero\n")
+    conf = make_conf(tmp_path, "[scheduler]\nmax_attempts = zero\n")
     with pytest.raises(cfg.ConfigFileValueError, match="max_attempts"):
         _ = conf.scheduler.max_attempts
 
@@ -175,7 +167,7 @@ def test_ocata_default_names_set_todays_options(tmp_path):
     defaults = cfg.ConfigOpts()
     novasched_conf.register_opts(defaults)
     defaults([], default_config_files=[])
-    conf = _conf_from(tmp_path, _ocata_conf_text())
+    conf = make_conf(tmp_path, _ocata_conf_text())
     for old, (group, name, _, expected) in _OCATA_NAMES.items():
         assert conf[group][name] == expected, old
         assert expected != defaults[group][name], old
@@ -184,7 +176,7 @@ def test_ocata_default_names_set_todays_options(tmp_path):
 def test_ocata_default_names_log_a_deprecation_naming_the_new_option(
     tmp_path, caplog, fresh_deprecation_log
 ):
-    conf = _conf_from(tmp_path, _ocata_conf_text())
+    conf = make_conf(tmp_path, _ocata_conf_text())
     with caplog.at_level(logging.WARNING, logger="oslo_config.cfg"):
         for group, name, _, _ in _OCATA_NAMES.values():
             _ = conf[group][name]
@@ -198,14 +190,14 @@ def test_ocata_default_names_log_a_deprecation_naming_the_new_option(
 
 
 def test_ocata_default_names_are_not_reported_as_unsupported(tmp_path, caplog):
-    conf = _conf_from(tmp_path, _ocata_conf_text())
+    conf = make_conf(tmp_path, _ocata_conf_text())
     with caplog.at_level(logging.WARNING, logger="scheduler.conf"):
         assert novasched_conf.warn_unsupported_options(conf) == []
     assert not [r for r in caplog.records if r.name == "scheduler.conf"]
 
 
 def test_the_new_name_wins_over_the_old_one(tmp_path, caplog, fresh_deprecation_log):
-    conf = _conf_from(
+    conf = make_conf(
         tmp_path,
         "[DEFAULT]\n"
         "scheduler_max_attempts = 9\n"
@@ -224,7 +216,7 @@ def test_the_new_name_wins_over_the_old_one(tmp_path, caplog, fresh_deprecation_
 
 
 def test_old_default_names_without_a_counterpart_are_reported(tmp_path, caplog):
-    conf = _conf_from(
+    conf = make_conf(
         tmp_path,
         "[DEFAULT]\n"
         "scheduler_host_manager = ironic_host_manager\n"

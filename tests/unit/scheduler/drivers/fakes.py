@@ -13,6 +13,7 @@ from placement_client import (
     ClaimConnectionLost,
     ClaimOutcomeUnknown,
 )
+from scheduler.hosts.aggregates import aggregates_matching
 from scheduler.hosts.state import HostState
 from scheduler.objects import (
     Aggregate,
@@ -213,18 +214,7 @@ class FakeHostManager:
         return [h for h in self.hosts if same(h.host, host) and same(h.nodename, node)]
 
     def aggregates_by_metadata(self, key=None, value=None, key_prefix=None):
-        out = []
-        for agg in self.aggregates:
-            for k, v in agg.metadata.items():
-                if key is not None and k != key:
-                    continue
-                if key_prefix is not None and not k.startswith(key_prefix):
-                    continue
-                if value is not None and v != value:
-                    continue
-                out.append(agg)
-                break
-        return out
+        return aggregates_matching(self.aggregates, key, value, key_prefix)
 
     def refresh_cells_caches(self) -> None:
         self.calls.append("refresh_cells_caches")

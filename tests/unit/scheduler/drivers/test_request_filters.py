@@ -8,6 +8,7 @@ import pytest
 from scheduler.conf import CONF
 from scheduler.drivers import request_filters as request_filter
 from scheduler.exceptions import RequestFilterFailed
+from scheduler.hosts.aggregates import aggregates_matching
 from scheduler.objects import Aggregate, Destination, Flavor, ImageMeta, RequestGroup, RequestSpec
 
 PROJECT = "p-1"
@@ -22,18 +23,7 @@ class FakeAggregates:
 
     def aggregates_by_metadata(self, key=None, value=None, key_prefix=None):
         self.calls.append({"key": key, "value": value, "key_prefix": key_prefix})
-        out = []
-        for agg in self._aggregates:
-            for k, v in agg.metadata.items():
-                if key is not None and k != key:
-                    continue
-                if key_prefix is not None and not k.startswith(key_prefix):
-                    continue
-                if value is not None and v != value:
-                    continue
-                out.append(agg)
-                break
-        return out
+        return aggregates_matching(self._aggregates, key, value, key_prefix)
 
 
 def _agg(agg_id: int, metadata: dict[str, str]) -> Aggregate:
