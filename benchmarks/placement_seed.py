@@ -30,9 +30,9 @@ from oslo_utils import timeutils
 
 import db
 import db.api
-from placement_client import PlacementClient
 from scheduler.demo import fleet as fleet_mod
 from scheduler.demo.embedded_placement import EmbeddedPlacement
+from scheduler.placement.api import PlacementClient
 
 MARIADB_SERVER = "mysql+pymysql://root@127.0.0.1:3306/?charset=utf8mb4"
 RABBIT_URL = "rabbit://guest:guest@127.0.0.1:5672/"

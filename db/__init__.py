@@ -1,7 +1,7 @@
 """nova's database schema for what the scheduler reads, engines, and the read functions.
 
-A leaf package: it imports nothing of ``scheduler``, ``filters``, ``weighers`` or
-``placement_client``.
+A leaf package: it imports nothing of ``scheduler`` (Placement's client included),
+``filters`` or ``weighers``.
 """
 
 from db.api import (

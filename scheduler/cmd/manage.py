@@ -231,7 +231,7 @@ def _placement_client(args: argparse.Namespace) -> Any:
             "no Placement: give --placement-url URL (or set [placement] endpoint_override), "
             "or --no-placement to write the databases only"
         )
-    from placement_client import PlacementClient
+    from scheduler.placement.api import PlacementClient
 
     client = PlacementClient(url, token=CONF.placement.noauth2_user)
     try:
@@ -378,7 +378,7 @@ def _explain_view(placement: Any) -> Any:
     """The provider view for a one-shot explain: read from Placement's database when the
     view is fed from it (a fraction of a second); through the API the load takes four GETs
     per provider, so the CLI asks Placement instead (False: no view)."""
-    from scheduler.placement.client import view_from_conf
+    from scheduler.placement.from_conf import view_from_conf
 
     opts = CONF.placement
     feed = opts.view_feed
@@ -412,7 +412,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if args.all_hosts:
             placement: Any = _NoPlacement()
         else:
-            from scheduler.placement.client import client_from_conf
+            from scheduler.placement.from_conf import client_from_conf
 
             try:
                 placement = client_from_conf(CONF)

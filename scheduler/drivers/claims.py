@@ -19,7 +19,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from placement_client import (
+from scheduler.conf import CONF
+from scheduler.exceptions import AllocationUpdateFailed
+from scheduler.hosts.state import HostState
+from scheduler.placement import query
+from scheduler.placement.api import (
     ClaimConflict,
     ClaimOutcomeUnknown,
     ConsumerGenerationConflict,
@@ -27,10 +31,6 @@ from placement_client import (
     PlacementConnectionError,
     PlacementError,
 )
-from scheduler.conf import CONF
-from scheduler.exceptions import AllocationUpdateFailed
-from scheduler.hosts.state import HostState
-from scheduler.placement import query
 from scheduler.request import SchedulingRequest
 from scheduler.telemetry import metrics
 

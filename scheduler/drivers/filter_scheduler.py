@@ -25,10 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from filters.handler import FilterHandler, FilterReport, load_filters
-from placement_client import (
-    MV_CLAIM,
-    PlacementClient,
-)
 from scheduler.conf import CONF
 from scheduler.drivers import request_filters as prefilters
 from scheduler.drivers.candidates import CandidateSource
@@ -43,6 +39,10 @@ from scheduler.exceptions import (
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.placement import query
+from scheduler.placement.api import (
+    MV_CLAIM,
+    PlacementClient,
+)
 from scheduler.request import SchedulingRequest
 from scheduler.telemetry import metrics
 from weighers.handler import WeighedHost, WeightHandler, load_weighers
@@ -119,7 +119,7 @@ class FilterScheduler:
             raise ConfigurationError(f"Could not load filters/weighers: {exc}") from exc
         injected = placement is not None
         if placement is None:
-            from scheduler.placement.client import client_from_conf
+            from scheduler.placement.from_conf import client_from_conf
 
             placement = client_from_conf(conf)
         if host_manager is None:
@@ -133,7 +133,7 @@ class FilterScheduler:
         # the provider view: a ViewRefresher from [placement] view_feed, unless one is given
         # (False: none); a stand-in Placement (tests) gets none
         if view is None and (not injected or isinstance(placement, PlacementClient)):
-            from scheduler.placement.client import view_from_conf
+            from scheduler.placement.from_conf import view_from_conf
 
             view = view_from_conf(conf, placement)
         self.view_refresher = view or None

@@ -74,12 +74,12 @@ from typing import Any, Protocol
 import os_traits
 from oslo_utils import strutils
 
-from placement_client.errors import PlacementError
 from scheduler.conf import CONF
 from scheduler.exceptions import RequestFilterFailed
 from scheduler.objects import Aggregate, Destination, RequestSpec
 from scheduler.placement import neutron
-from scheduler.placement.client import client_from_conf as placement_client_from_conf
+from scheduler.placement.api.errors import PlacementError
+from scheduler.placement.from_conf import client_from_conf as placement_client_from_conf
 from scheduler.placement.query import build_queries
 
 LOG = logging.getLogger(__name__)

@@ -15,7 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement_client import AllocationCandidates, AllocationCandidatesQuery, PlacementClientError
+from scheduler.placement.api import (
+    AllocationCandidates,
+    AllocationCandidatesQuery,
+    PlacementClientError,
+)
 
 LOG = logging.getLogger(__name__)
 

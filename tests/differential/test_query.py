@@ -42,10 +42,10 @@ from oslo_config import cfg
 from placement import lib as placement_lib
 from placement import microversion
 
-from placement_client import MV_CANDIDATES
 from scheduler import conf as sched_conf
 from scheduler.drivers import request_filters as prefilters
 from scheduler.exceptions import InvalidRequest, NoValidHost
+from scheduler.placement.api import MV_CANDIDATES
 from scheduler.placement.query import build_queries
 from scheduler.request import SchedulingRequest
 from scheduler.rpc import wire

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from types import SimpleNamespace
 
-from placement_client import PlacementClient, ProviderSpec
+from scheduler.placement.api import PlacementClient, ProviderSpec
 
 PROJECT = "p-" + uuid.uuid4().hex[:8]
 USER = "u-" + uuid.uuid4().hex[:8]

@@ -19,11 +19,11 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
-from placement_client import PlacementClient
-from provider_view.api_feed import ApiFeed
-from provider_view.db_feed import DatabaseFeed
-from provider_view.model import ProviderRecord
-from provider_view.view import ProviderView
+from scheduler.placement.api import PlacementClient
+from scheduler.placement.view.api_feed import ApiFeed
+from scheduler.placement.view.db_feed import DatabaseFeed
+from scheduler.placement.view.model import ProviderRecord
+from scheduler.placement.view.view import ProviderView
 from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
 from tests.functional.fixtures_provider_view import (
     GPU,

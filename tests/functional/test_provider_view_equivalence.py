@@ -32,15 +32,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from placement_client import (
+from scheduler.demo.embedded_placement import EmbeddedPlacement
+from scheduler.placement.api import (
     AllocationCandidates,
     AllocationCandidatesQuery,
     ClaimConflict,
     PlacementClient,
     QueryGroup,
 )
-from provider_view import ApiFeed, ProviderView
-from scheduler.demo.embedded_placement import EmbeddedPlacement
+from scheduler.placement.view import ApiFeed, ProviderView
 from tests.hunt import examples
 
 PROJECT = "p-" + uuid.uuid4().hex[:8]

@@ -8,11 +8,6 @@ import datetime
 from types import SimpleNamespace
 from typing import Any
 
-from placement_client import (
-    AllocationCandidates,
-    ClaimConnectionLost,
-    ClaimOutcomeUnknown,
-)
 from scheduler.hosts.aggregates import aggregates_matching
 from scheduler.hosts.state import HostState
 from scheduler.objects import (
@@ -20,6 +15,11 @@ from scheduler.objects import (
     Flavor,
     InstanceGroup,
     RequestSpec,
+)
+from scheduler.placement.api import (
+    AllocationCandidates,
+    ClaimConnectionLost,
+    ClaimOutcomeUnknown,
 )
 
 CELL1 = "cell-1"

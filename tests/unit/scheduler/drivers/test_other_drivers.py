@@ -18,7 +18,6 @@ import pytest
 from stevedore import ExtensionManager
 
 import db
-from placement_client import ClaimConflict
 from scheduler.conf import CONF
 from scheduler.drivers import caching_scheduler
 from scheduler.drivers.caching_scheduler import (
@@ -32,6 +31,7 @@ from scheduler.drivers.pickers import RandomPick
 from scheduler.exceptions import NoValidHost, PluginNotFound
 from scheduler.hosts.manager import _needs_instances
 from scheduler.objects import Destination
+from scheduler.placement.api import ClaimConflict
 from scheduler.rpc import service
 from tests.unit.scheduler.drivers.fakes import (
     CELL1,

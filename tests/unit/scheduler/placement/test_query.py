@@ -5,7 +5,6 @@ from urllib.parse import unquote
 import pytest
 from oslo_config import cfg
 
-from placement_client import AllocationCandidates
 from scheduler import conf as sched_conf
 from scheduler.exceptions import InvalidRequest
 from scheduler.objects import (
@@ -16,6 +15,7 @@ from scheduler.objects import (
     RequestLevelParams,
     RequestSpec,
 )
+from scheduler.placement.api import AllocationCandidates
 from scheduler.placement.query import build_queries, merge_candidates
 
 

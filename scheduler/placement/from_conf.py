@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from keystoneauth1 import loading as ks_loading
 
-from placement_client import PlacementClient
-from provider_view import ApiFeed, DatabaseFeed, ProviderView, ViewRefresher
 from scheduler.conf import CONF
 from scheduler.exceptions import ConfigurationError
+from scheduler.placement.api import PlacementClient
+from scheduler.placement.view import ApiFeed, DatabaseFeed, ProviderView, ViewRefresher
 
 GROUP = "placement"
 

@@ -23,7 +23,7 @@ import os_resource_classes
 import requests
 from requests.adapters import HTTPAdapter
 
-from placement_client.errors import (
+from scheduler.placement.api.errors import (
     CONCURRENT_UPDATE,
     ClaimConflict,
     ClaimConnectionLost,
@@ -35,7 +35,7 @@ from placement_client.errors import (
     PlacementServerError,
     parse_error_body,
 )
-from placement_client.query import AllocationCandidatesQuery
+from scheduler.placement.api.query import AllocationCandidatesQuery
 
 try:  # a faster parser for large candidate lists (1000 candidates are about 500 KiB)
     import orjson

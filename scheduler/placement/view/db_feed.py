@@ -68,8 +68,8 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, make_url
 
-from provider_view.model import Inventory, ProviderRecord
-from provider_view.view import ProviderView
+from scheduler.placement.view.model import Inventory, ProviderRecord
+from scheduler.placement.view.view import ProviderView
 
 LOG = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from placement_client import AllocationCandidates, AllocationCandidatesQuery
-from provider_view.model import ProviderRecord
+from scheduler.placement.api import AllocationCandidates, AllocationCandidatesQuery
+from scheduler.placement.view.model import ProviderRecord
 
 LOG = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from urllib.parse import parse_qsl, unquote
 from hypothesis import given
 from hypothesis import strategies as st
 
-from placement_client.query import AllocationCandidatesQuery, QueryGroup
+from scheduler.placement.api.query import AllocationCandidatesQuery, QueryGroup
 
 
 def _qs(query: AllocationCandidatesQuery) -> str:

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement_client import AllocationCandidatesQuery, QueryGroup
-from provider_view import Inventory, ProviderRecord, ProviderView
-from provider_view.model import MAX_UNIT_DEFAULT, SHARING_TRAIT, usage_of_allocations
+from scheduler.placement.api import AllocationCandidatesQuery, QueryGroup
+from scheduler.placement.view import Inventory, ProviderRecord, ProviderView
+from scheduler.placement.view.model import MAX_UNIT_DEFAULT, SHARING_TRAIT, usage_of_allocations
 
 
 class Clock:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from provider_view import Inventory, ProviderRecord, ProviderView, ViewRefresher
-from provider_view.api_feed import ApiFeed
-from provider_view.db_feed import DatabaseFeed
+from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
+from scheduler.placement.view.api_feed import ApiFeed
+from scheduler.placement.view.db_feed import DatabaseFeed
 
 
 class Clock:

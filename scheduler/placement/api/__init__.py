@@ -9,14 +9,14 @@ Public API::
     PlacementError and its subclasses          typed failures
 """
 
-from placement_client.client import (
+from scheduler.placement.api.client import (
     MV_CANDIDATES,
     MV_CLAIM,
     AllocationCandidates,
     PlacementClient,
     ProviderSpec,
 )
-from placement_client.errors import (
+from scheduler.placement.api.errors import (
     ClaimConflict,
     ClaimConnectionLost,
     ClaimOutcomeUnknown,
@@ -27,7 +27,7 @@ from placement_client.errors import (
     PlacementError,
     PlacementServerError,
 )
-from placement_client.query import AllocationCandidatesQuery, QueryGroup
+from scheduler.placement.api.query import AllocationCandidatesQuery, QueryGroup
 
 __all__ = [
     "MV_CANDIDATES",

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from provider_view.view import ProviderView
+from scheduler.placement.view.view import ProviderView
 
 LOG = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import requests
 
-from placement_client import (
+from scheduler.placement.api import (
     AllocationCandidatesQuery,
     ClaimConflict,
     ClaimConnectionLost,
@@ -20,7 +20,7 @@ from placement_client import (
     PlacementServerError,
     QueryGroup,
 )
-from placement_client import client as client_mod
+from scheduler.placement.api import client as client_mod
 
 RP1, RP2 = "rp-1", "rp-2"
 

@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from placement_client import PlacementClient, PlacementError
-from provider_view.model import Inventory, ProviderRecord, usage_of_allocations
-from provider_view.view import ProviderView
+from scheduler.placement.api import PlacementClient, PlacementError
+from scheduler.placement.view.model import Inventory, ProviderRecord, usage_of_allocations
+from scheduler.placement.view.view import ProviderView
 
 LOG = logging.getLogger(__name__)
 
