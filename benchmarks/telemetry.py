@@ -25,7 +25,7 @@ def _record(m: Any, req: Any, count_request: Any) -> None:
     """One scheduled request, as scheduler/rpc/manager.py and the driver count it."""
     m.in_flight.inc()
     m.instances_requested.inc(1)
-    count_request(req)
+    count_request(req.trace)
     m.instances_scheduled.inc(1)
     m.alternates.inc(2)
     m.in_flight.dec()
@@ -39,16 +39,22 @@ def _child(requests: int) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    from scheduler.drivers.filter_scheduler import _count_request
+    from scheduler.drivers.filter_scheduler import count_request
     from scheduler.objects import Flavor, RequestSpec
     from scheduler.request import SchedulingRequest
     from scheduler.telemetry import metrics
 
     req = SchedulingRequest.of(RequestSpec(flavor=Flavor(vcpus=1, memory_mb=1, root_gb=0)))
-    req.timings = {"view": 1e-3, "host_states": 1e-3, "filter": 2e-3, "weigh": 1e-3, "claim": 0.01}
-    req.candidate_source = "view"
-    req.filter_removed = {"ComputeFilter": 3, "ImagePropertiesFilter": 1}
-    req.claims_made = 1
+    req.trace.timings = {
+        "view": 1e-3,
+        "host_states": 1e-3,
+        "filter": 2e-3,
+        "weigh": 1e-3,
+        "claim": 0.01,
+    }
+    req.trace.candidate_source = "view"
+    req.trace.filter_removed = {"ComputeFilter": 3, "ImagePropertiesFilter": 1}
+    req.trace.claims_made = 1
     rows = []
     for mode in ("off", "in-memory", "multiprocess"):
         if mode == "off":
@@ -57,17 +63,17 @@ def _child(requests: int) -> dict[str, Any]:
             metrics.enable(multiprocess=mode == "multiprocess")
         m = metrics.M
         for _ in range(min(requests, 200)):  # warm: the label children exist
-            _record(m, req, _count_request)
+            _record(m, req, count_request)
         started = time.perf_counter()
         for _ in range(requests):
-            _record(m, req, _count_request)
+            _record(m, req, count_request)
         per_request = (time.perf_counter() - started) / requests
         rows.append({"mode": mode, "requests": requests, "us_per_request": per_request * 1e6})
     # a second process's values, as a worker would leave them
     pid = os.fork()
     if pid == 0:
         for _ in range(100):
-            _record(metrics.M, req, _count_request)
+            _record(metrics.M, req, count_request)
         os._exit(0)
     os.waitpid(pid, 0)
     registry = CollectorRegistry()

@@ -69,7 +69,7 @@ class _Wanted:
             pci_requests=list(getattr(spec_obj, "pci_requests", None) or []),
             network=network,
             pack=numa.packing_strategy(),
-            from_placement=bool(getattr(spec_obj, "allocation_candidates", None)),
+            from_placement=_has_candidates(spec_obj),
         )
 
 
@@ -128,8 +128,8 @@ class NUMATopologyFilter(BaseHostFilter):
             wanted.fits[key] = fitter
         if not fitter.possible:
             # no candidate can fit: as nova, the host is left with none
-            if wanted.from_placement and host_state.uuid in spec_obj.allocation_candidates:
-                spec_obj.allocation_candidates[host_state.uuid] = []
+            if wanted.from_placement:
+                spec_obj.keep_candidates(host_state, [])
             self._debug("%s fails NUMA topology: %s", host_state, fitter.reason)
             return Reject(fitter.reason or "does not fit")
 
@@ -162,8 +162,8 @@ class NUMATopologyFilter(BaseHostFilter):
                     result = answers[key] = fits(mapping)
                 if result:
                     good.append(candidate)
-            if len(good) != len(candidates) and host_state.uuid:
-                spec_obj.allocation_candidates[host_state.uuid] = good
+            if len(good) != len(candidates):
+                spec_obj.keep_candidates(host_state, good)
             if not good:
                 if result is None:
                     # the host has no candidate of its own: say whether it would fit at all
@@ -180,3 +180,10 @@ class NUMATopologyFilter(BaseHostFilter):
     def _debug(message: str, host_state: Any, *args: Any) -> None:
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(message, host_state, *args)
+
+
+def _has_candidates(spec_obj: Any) -> bool:
+    """Whether Placement's candidates came with the request (none for a rebuild, or a
+    RequestSpec a test hands the filter directly)."""
+    scratch = getattr(spec_obj, "scratch", None)
+    return bool(scratch is not None and scratch.allocation_candidates)

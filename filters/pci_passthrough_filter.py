@@ -42,12 +42,11 @@ class PciPassthroughFilter(BaseHostFilter):
         pools = pci.pools_of(host_state, host_state.pci_stats)
         if not pools:
             self._debug(host_state, requests)
-            if host_state.uuid and spec_obj.candidates_for(host_state):
-                # as nova's filter_candidates: none of the host's candidates passes
-                spec_obj.allocation_candidates[host_state.uuid] = []
+            # as nova's filter_candidates: none of the host's candidates passes
+            spec_obj.keep_candidates(host_state, [])
             return NO_PCI_DEVICES
 
-        if not spec_obj.allocation_candidates:
+        if not spec_obj.scratch.allocation_candidates:
             # no allocation candidates (rebuild, or no Placement): check the host itself
             failed = pci.first_unsupported(pools, requests)
             if failed is not None:
@@ -68,8 +67,8 @@ class PciPassthroughFilter(BaseHostFilter):
             failed = answers[key]
             if failed is None:
                 good.append(candidate)
-        if len(good) != len(candidates) and host_state.uuid:
-            spec_obj.allocation_candidates[host_state.uuid] = good
+        if len(good) != len(candidates):
+            spec_obj.keep_candidates(host_state, good)
         if good:
             return True
         self._debug(host_state, requests)

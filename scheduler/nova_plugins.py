@@ -315,10 +315,9 @@ class NovaHostState:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "allocation_candidates":
-            candidates = getattr(self._request, "allocation_candidates", None)
-            uuid = getattr(self._host, "uuid", None)
-            if isinstance(candidates, dict) and uuid in candidates:
-                candidates[uuid] = list(value)
+            keep = getattr(self._request, "keep_candidates", None)
+            if keep is not None:
+                keep(self._host, list(value))
         elif name == "limits":
             for key, item in dict(value).items():
                 self.limits[key] = item

@@ -63,8 +63,8 @@ class CandidateSource:
         candidates = self.from_view(req, queries)
         if candidates is None:
             results: list[AllocationCandidates] = []
-            req.candidate_source = "placement"
-            with req.timed("placement"):
+            req.trace.candidate_source = "placement"
+            with req.trace.timed("placement"):
                 for q in queries:
                     try:
                         results.append(
@@ -86,28 +86,29 @@ class CandidateSource:
                             "placement_unreachable",
                         ) from exc
             candidates = results[0] if len(results) == 1 else query.merge_candidates(results)
-        req.query_text = " | ".join(q.describe() for q in queries)
-        req.candidate_count = len(candidates.allocation_requests)
-        req.provider_count = len(candidates.provider_summaries)
+        req.trace.query_text = " | ".join(q.describe() for q in queries)
+        req.trace.candidate_count = len(candidates.allocation_requests)
+        req.trace.provider_count = len(candidates.provider_summaries)
         if not candidates.allocation_requests:
             LOG.info(
-                "Got no allocation candidates from the Placement API (query: %s)", req.query_text
+                "Got no allocation candidates from the Placement API (query: %s)",
+                req.trace.query_text,
             )
-            reason = f"Placement returned no allocation candidates for {req.query_text}"
+            reason = f"Placement returned no allocation candidates for {req.trace.query_text}"
             # which single term emptied it: a few more queries, only now, never an error
-            with req.timed("placement_bisection"):
-                req.placement_hint = placement_hint(
+            with req.trace.timed("placement_bisection"):
+                req.trace.placement_hint = placement_hint(
                     self.placement, queries[0], request_id=req.request_id
                 )
-            if req.placement_hint:
-                reason += "; " + req.placement_hint
+            if req.trace.placement_hint:
+                reason += "; " + req.trace.placement_hint
             raise NoValidHost(reason, "no_candidates")
         return candidates
 
     def ask_placement_again(self, req: SchedulingRequest, exc: NoValidHost) -> bool:
         """Whether a NoValidHost reached on the view's candidates is asked again of
         Placement (not past the deadline, not with Placement unreachable)."""
-        if req.candidate_source != "view" or req.placement_unreachable:
+        if req.trace.candidate_source != "view" or req.trace.placement_unreachable:
             return False
         if self._clock() >= req.deadline:
             return False
@@ -119,12 +120,12 @@ class CandidateSource:
 
     def from_view(self, req: SchedulingRequest, queries: list[Any]) -> AllocationCandidates | None:
         """The candidates of ``queries`` from the provider view, or None (the reason is kept
-        in ``req.view_declined``) when the view cannot answer them all or finds none: an
+        in ``req.trace.view_declined``) when the view cannot answer them all or finds none: an
         empty answer is always Placement's to give."""
         view = self.view
         if view is None or not req.use_view:
             return None
-        with req.timed("view"):
+        with req.trace.timed("view"):
             check = self._view_check_wanted(queries)
             while True:
                 # asked before its freshness check is answered (the check's statement runs
@@ -137,22 +138,22 @@ class CandidateSource:
                 if not check:
                     break
                 if not self._view_fresh_for(req):
-                    return None  # (why: req.view_declined) Placement answers
+                    return None  # (why: req.trace.view_declined) Placement answers
                 check = False
                 if view.reads_applied == applied:
                     break
             candidates = answers[0] if len(answers) == 1 else query.merge_candidates(answers)
         if candidates.empty:
-            req.view_declined = "the provider view found no candidate"
+            req.trace.view_declined = "the provider view found no candidate"
             LOG.debug("The provider view found no candidate; asking Placement")
             return None
-        req.candidate_source = "view"
+        req.trace.candidate_source = "view"
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(
                 "%d allocation candidate(s) from the provider view (%s feed, %.1f s old)",
                 len(candidates.allocation_requests),
                 view.source,
-                req.view_age or 0.0,
+                req.trace.view_age or 0.0,
             )
         return candidates
 
@@ -166,18 +167,18 @@ class CandidateSource:
     def _ask_view(
         self, req: SchedulingRequest, view: Any, queries: list[Any]
     ) -> list[AllocationCandidates] | None:
-        """The view's candidates for each query, or None (why: ``req.view_declined``)."""
+        """The view's candidates for each query, or None (why: ``req.trace.view_declined``)."""
         answers = []
         for q in queries:
             try:
                 answer = view.candidates(q)
             except Exception:  # a fault of the view must not fail the request
                 LOG.exception("The provider view failed to answer; asking Placement")
-                req.view_declined = "the provider view failed (see the log)"
+                req.trace.view_declined = "the provider view failed (see the log)"
                 return None
-            req.view_age = answer.age
+            req.trace.view_age = answer.age
             if answer.candidates is None:
-                req.view_declined = answer.reason
+                req.trace.view_declined = answer.reason
                 LOG.debug("Provider view not used: %s", answer.reason)
                 return None
             answers.append(answer.candidates)
@@ -197,10 +198,10 @@ class CandidateSource:
     def _view_fresh_for(self, req: SchedulingRequest) -> bool:
         """Make the view hold every change committed before the request arrived: nova
         reads Placement afresh for each request, and so must the view. False (the reason
-        in ``req.view_declined``): ask Placement."""
+        in ``req.trace.view_declined``): ask Placement."""
         declined = self.view_refresher.ensure_fresh(self._view_time_of_arrival(req))
         if declined is None:
             return True
-        req.view_declined = declined
+        req.trace.view_declined = declined
         LOG.debug("Provider view not used: %s", declined)
         return False

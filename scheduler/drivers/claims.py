@@ -167,11 +167,11 @@ class Claimer:
     ) -> dict[str, Any] | None:
         """Claim the host's first allocation request for the instance; None when the host
         has no candidate or the claim was not made (the caller tries the next host, unless
-        ``req.placement_unreachable`` is set).
+        ``req.trace.placement_unreachable`` is set).
 
         A claim whose outcome is unknown (answer lost, 5xx) is settled before returning:
         used if it landed as asked, deleted if the consumer holds something else, and left
-        in ``req.possibly_claimed`` for the rollback if Placement cannot tell."""
+        in ``req.trace.possibly_claimed`` for the rollback if Placement cannot tell."""
         cands = req.candidates_for(host)
         if not cands:
             LOG.debug("Host %s has no allocation candidate left; skipping it", host.host)
@@ -186,7 +186,7 @@ class Claimer:
             instance_uuid,
             host.host,
         )
-        with req.timed("claim"):
+        with req.trace.timed("claim"):
             try:
                 with self.locks.holding(host.uuid or host.host, self._wait(req)):
                     self.placement.claim_resources(
@@ -213,13 +213,15 @@ class Claimer:
                 )
                 if self._settle_unknown(req, instance_uuid, exc):
                     LOG.info("The claim of %s on %s was made after all", instance_uuid, host.host)
-                    req.claims_made += 1
+                    req.trace.claims_made += 1
                     self.assume(instance_uuid, alloc_req)
                     return alloc_req
-                if not req.placement_unreachable and isinstance(exc, PlacementConnectionError):
-                    req.placement_unreachable = str(exc)
-                req.claim_errors += 1
-                req.placement_errors.append(str(exc))
+                if not req.trace.placement_unreachable and isinstance(
+                    exc, PlacementConnectionError
+                ):
+                    req.trace.placement_unreachable = str(exc)
+                req.trace.claim_errors += 1
+                req.trace.placement_errors.append(str(exc))
                 return None
             except (ClaimConflict, PlacementClientError) as exc:
                 LOG.info(
@@ -228,9 +230,9 @@ class Claimer:
                     instance_uuid,
                     exc,
                 )
-                req.claim_failures += 1
+                req.trace.claim_failures += 1
                 if not isinstance(exc, ClaimConflict):
-                    req.placement_errors.append(str(exc))
+                    req.trace.placement_errors.append(str(exc))
                 if self.view is not None:
                     # the view thought it fitted: read those providers again at once
                     self.view.mark_dirty(alloc_req.get("allocations") or ())
@@ -240,15 +242,15 @@ class Claimer:
                 LOG.error(
                     "Placement unreachable claiming %s on %s: %s", instance_uuid, host.host, exc
                 )
-                req.placement_unreachable = str(exc)
-                req.claims_unsent += 1
+                req.trace.placement_unreachable = str(exc)
+                req.trace.claims_unsent += 1
                 return None
             except PlacementError as exc:
                 LOG.warning("Placement error claiming %s on %s: %s", instance_uuid, host.host, exc)
-                req.claim_errors += 1
-                req.placement_errors.append(str(exc))
+                req.trace.claim_errors += 1
+                req.trace.placement_errors.append(str(exc))
                 return None
-            req.claims_made += 1
+            req.trace.claims_made += 1
             self.assume(instance_uuid, alloc_req)
             return alloc_req
 
@@ -256,7 +258,7 @@ class Claimer:
         """Whether the host's allocation request is confirmed with Placement before its
         claim: candidates from a view that may have missed a change (the API feed), or
         every view-sourced claim with ``[placement] view_confirm_claims = always``."""
-        if req.candidate_source != "view" or self.view_refresher is None:
+        if req.trace.candidate_source != "view" or self.view_refresher is None:
             return False
         if self.conf.placement.view_confirm_claims == "always":
             return True
@@ -276,7 +278,7 @@ class Claimer:
         tree = rec.root_uuid if rec is not None else first
         if not tree:
             return True
-        with req.timed("claim_confirm"):
+        with req.trace.timed("claim_confirm"):
             try:
                 offered = False
                 # the request's queries as its candidates were asked (build_queries is a
@@ -299,14 +301,14 @@ class Claimer:
                     exc,
                 )
                 metrics.M.claim_confirmations.labels(result="error").inc()
-                req.placement_unreachable = str(exc)
-                req.claims_unsent += 1
+                req.trace.placement_unreachable = str(exc)
+                req.trace.claims_unsent += 1
                 return False
             except PlacementError as exc:
                 LOG.warning("Placement error confirming %s: %s", host.host, exc)
                 metrics.M.claim_confirmations.labels(result="error").inc()
-                req.claim_errors += 1
-                req.placement_errors.append(str(exc))
+                req.trace.claim_errors += 1
+                req.trace.placement_errors.append(str(exc))
                 return False
         if offered:
             metrics.M.claim_confirmations.labels(result="confirmed").inc()
@@ -317,9 +319,9 @@ class Claimer:
             host.host,
         )
         metrics.M.claim_confirmations.labels(result="refused").inc()
-        req.claim_failures += 1
-        req.placement_errors.append(
-            f"host {host.host} is no longer a candidate for {req.query_text} (a change the "
+        req.trace.claim_failures += 1
+        req.trace.placement_errors.append(
+            f"host {host.host} is no longer a candidate for {req.trace.query_text} (a change the "
             "provider view had not seen yet)"
         )
         if self.view is not None:
@@ -344,7 +346,7 @@ class Claimer:
         lost landed. True: the consumer holds exactly what the claim wrote (the host is
         claimed). False: it does not, and anything else it holds that this claim may have
         written has been deleted. When Placement cannot answer, the consumer goes to
-        ``req.possibly_claimed`` (the rollback deletes it) and the request is marked
+        ``req.trace.possibly_claimed`` (the rollback deletes it) and the request is marked
         unreachable."""
         wrote = _resources_by_provider(getattr(exc, "allocations", None))
         before = _resources_by_provider(getattr(exc, "previous", None))
@@ -372,24 +374,27 @@ class Claimer:
                 instance_uuid,
                 check_exc,
             )
-            if instance_uuid not in req.possibly_claimed:
-                req.possibly_claimed.append(instance_uuid)
-            if not req.placement_unreachable:
-                req.placement_unreachable = (
+            if instance_uuid not in req.trace.possibly_claimed:
+                req.trace.possibly_claimed.append(instance_uuid)
+            if not req.trace.placement_unreachable:
+                req.trace.placement_unreachable = (
                     f"{exc} (and whether the claim was made could not be checked: {check_exc})"
                 )
             return False
-        if isinstance(exc, PlacementConnectionError) and instance_uuid not in req.possibly_claimed:
+        if (
+            isinstance(exc, PlacementConnectionError)
+            and instance_uuid not in req.trace.possibly_claimed
+        ):
             # a PUT still on its way inside Placement may land after our GET: the rollback
             # deletes it once more
-            req.possibly_claimed.append(instance_uuid)
+            req.trace.possibly_claimed.append(instance_uuid)
         return False
 
     def delete(self, req: SchedulingRequest) -> list[str]:
         """Delete every claim the request may have made (its claims, and those whose outcome
         could not be settled: DELETE is idempotent); a delete Placement does not take is
         retried later. Returns the consumers deleted (or left to retry)."""
-        consumers = list(dict.fromkeys(req.claimed + req.possibly_claimed))
+        consumers = list(dict.fromkeys(req.trace.claimed + req.trace.possibly_claimed))
         for instance_uuid in consumers:
             try:
                 self.placement.delete_allocation_for_instance(
@@ -409,8 +414,8 @@ class Claimer:
             if self.view is not None:
                 for instance_uuid in consumers:
                     self.view.forget(instance_uuid)
-        req.claimed.clear()
-        req.possibly_claimed.clear()
+        req.trace.claimed.clear()
+        req.trace.possibly_claimed.clear()
         return consumers
 
 

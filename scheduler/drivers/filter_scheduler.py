@@ -43,7 +43,7 @@ from scheduler.placement.api import (
     MV_CLAIM,
     PlacementClient,
 )
-from scheduler.request import SchedulingRequest
+from scheduler.request import SchedulingRequest, Trace
 from scheduler.telemetry import metrics
 from weighers.handler import WeighedHost, WeightHandler, load_weighers
 
@@ -267,25 +267,22 @@ class FilterScheduler:
                     raise
                 # the view may have been wrong (a DELETE it has not seen yet, a claim it
                 # counts that was deleted): Placement has the last word on a NoValidHost
-                retry = self.new_request(context, spec_obj)
-                retry.deadline = req.deadline
-                retry.use_view = False
-                retry.timings = req.timings
-                req = retry
+                req = self.new_request(context, spec_obj, retry_of=req)
                 return self._select(req, instance_uuids, return_alternates, on_candidates)
         finally:
             total = time.perf_counter() - start
+            timings = req.trace.all_timings()
             if LOG.isEnabledFor(logging.DEBUG):
                 LOG.debug(
                     "select_destinations took %.1f ms (%s)",
                     total * 1000,
-                    ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in req.timings.items()),
+                    ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items()),
                 )
             observer = self.timing_observer
             if observer is not None:
-                observer(dict(req.timings, total=total))
+                observer(dict(timings, total=total))
             if metrics.M.enabled:
-                _count_request(req)
+                count_request(req.trace)
 
     def _select(
         self,
@@ -308,20 +305,22 @@ class FilterScheduler:
         return self._schedule(req, hosts, instance_uuids, return_alternates)
 
     # -- the steps (public: explain runs them too) -------------------------------------------
-    def new_request(self, context: Any, spec: RequestSpec) -> SchedulingRequest:
+    def new_request(
+        self, context: Any, spec: RequestSpec, *, retry_of: SchedulingRequest | None = None
+    ) -> SchedulingRequest:
         """The request's own state for ``spec``; the spec itself is never changed. Its
         deadline starts now: the smaller of ``[DEFAULT] long_rpc_timeout`` (the caller's
-        wait) and ``[scheduler] request_deadline`` (0: none)."""
-        req = SchedulingRequest.of(
+        wait) and ``[scheduler] request_deadline`` (0: none). ``retry_of``: the attempt
+        whose NoValidHost Placement is asked about again (its deadline holds)."""
+        return SchedulingRequest.of(
             spec,
             request_id=getattr(context, "request_id", None),
             project_id=getattr(context, "project_id", None),
             user_id=getattr(context, "user_id", None),
+            arrived_at=_clock(),
+            deadline_seconds=self._deadline_seconds(),
+            retry_of=retry_of,
         )
-        req.deadline_seconds = self._deadline_seconds()
-        req.arrived_at = _clock()
-        req.deadline = req.arrived_at + req.deadline_seconds
-        return req
 
     def _deadline_seconds(self) -> float:
         limit = math.inf
@@ -335,13 +334,13 @@ class FilterScheduler:
 
     def all_hosts(self, req: SchedulingRequest) -> list[HostState]:
         """Every host of the request's cells, without asking Placement (rebuild checks)."""
-        with req.timed("host_states"):
+        with req.trace.timed("host_states"):
             self.host_manager.sync_aggregates(req.arrived_at)
             return self.host_manager.get_host_states_by_uuids(None, req, request_id=req.request_id)
 
     def placement_hosts(self, req: SchedulingRequest) -> list[HostState]:
         """The prefilters, the Placement query and the HostStates of its candidates; the
-        allocation requests by provider go to ``req.allocation_candidates``. Raises
+        allocation requests by provider go to ``req.scratch.allocation_candidates``. Raises
         NoValidHost (a prefilter refused, Placement failed or found nothing)."""
         self._run_prefilters(req)
         return self._hosts_from_placement(req)
@@ -357,21 +356,21 @@ class FilterScheduler:
         """Instance ``index``'s step: narrow (destination, ignore/force hosts), filter,
         weigh. ``explain`` keeps each weigher's share of every weight."""
         if index == 0:
-            req.total_hosts = len(hosts)
-        with req.timed("filter"):
+            req.trace.total_hosts = len(hosts)
+        with req.trace.timed("filter"):
             narrowed, forced = self._narrow(req, hosts)
             if forced:
                 report = FilterReport(hosts=list(narrowed))
             else:
                 report = self.filter_handler.run(narrowed, req, index, request_id=req.request_id)
-                removed = req.filter_removed
+                removed = req.trace.filter_removed
                 for name, reasons in report.removed_by.items():
                     removed[name] = removed.get(name, 0) + sum(reasons.values())
-            req.last_report = report
-        step = InstanceStep(list(req.narrowed), forced, report, [], [])
+            req.trace.last_report = report
+        step = InstanceStep(list(req.trace.narrowed), forced, report, [], [])
         if not report.hosts:
             return step
-        with req.timed("weigh"):
+        with req.trace.timed("weigh"):
             if explain:
                 step.weighed = self.weight_handler.weigh(report.hosts, req, explain=True)
                 step.hosts = [w.obj for w in step.weighed]
@@ -405,7 +404,7 @@ class FilterScheduler:
         self._prefetch(req, cells=False)
         # nova's request filters read the aggregates per request: ours must include every
         # change committed before the request arrived
-        with req.timed("aggregates"):
+        with req.trace.timed("aggregates"):
             self.host_manager.sync_aggregates(req.arrived_at)
         self._prefetch(req, aggregates=False)
         self.candidates.start_view_check(req)
@@ -413,7 +412,7 @@ class FilterScheduler:
             applied = prefilters.process_reqspec(req, self.host_manager, self.conf)
         except RequestFilterFailed as exc:
             raise NoValidHost(str(exc), "prefilter") from exc
-        req.prefilters = applied
+        req.trace.prefilters = applied
         if applied and LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("Request filters applied: %s", ", ".join(applied))
 
@@ -456,8 +455,8 @@ class FilterScheduler:
                 continue
             for rp_uuid in allocations:
                 by_rp.setdefault(rp_uuid, []).append(areq)
-        req.allocation_candidates = by_rp
-        with req.timed("host_states"):
+        req.scratch.allocation_candidates = by_rp
+        with req.trace.timed("host_states"):
             hosts = self.host_manager.get_host_states_by_uuids(
                 candidates.provider_summaries.keys(), req, request_id=req.request_id
             )
@@ -480,7 +479,7 @@ class FilterScheduler:
     ) -> tuple[list[HostState], bool]:
         """nova's pre-filter narrowing (``get_filtered_hosts``): requested destination,
         ignore_hosts, force_hosts and force_nodes. Returns the hosts and whether the filters
-        must be skipped (forced). What each step took out is kept in ``req.narrowed``."""
+        must be skipped (forced). What each step took out is kept in ``req.trace.narrowed``."""
         narrowed: list[tuple[int, str]] = []
 
         def keep(selected: list[HostState], why: str) -> list[HostState]:
@@ -513,7 +512,7 @@ class FilterScheduler:
             forced = True
         if forced and req.get_scheduler_hint("_nova_check_type") is not None:
             forced = False  # nova runs the filters on forced hosts for rebuild/evacuate checks
-        req.narrowed = narrowed
+        req.trace.narrowed = narrowed
         return hosts, forced
 
     def _get_sorted_hosts(
@@ -530,7 +529,7 @@ class FilterScheduler:
             raise NoValidHost(
                 f"The request ran past its deadline of {req.deadline_seconds:g} s "
                 "([scheduler] request_deadline, [DEFAULT] long_rpc_timeout) after placing "
-                f"{len(req.claimed)} instance(s); every claim of the request was deleted",
+                f"{len(req.trace.claimed)} instance(s); every claim of the request was deleted",
                 "deadline",
             )
 
@@ -594,9 +593,9 @@ class FilterScheduler:
             self._check_deadline(req)
             alloc_req = self.claimer.claim(req, host, instance_uuid)
             if alloc_req is not None:
-                req.claimed.append(instance_uuid)
+                req.trace.claimed.append(instance_uuid)
                 return host, alloc_req
-            if req.placement_unreachable:
+            if req.trace.placement_unreachable:
                 break  # no other host can be claimed without Placement
         LOG.debug("Unable to successfully claim against any host.")
         return None
@@ -765,13 +764,13 @@ class FilterScheduler:
         parts = []
         if wanted > 1:
             parts.append(f"Found hosts for {got} of {wanted} instances.")
-        report = req.last_report
+        report = req.trace.last_report
         cause, filter_name = "other", ""
         if report is not None and not report.hosts:
             # the first instance's report counts every host; later ones count the survivors
-            text = report.summary(req.total_hosts if got == 0 else None)
-            if req.narrowed:
-                more = ", ".join(f"{count} {why}" for count, why in req.narrowed)
+            text = report.summary(req.trace.total_hosts if got == 0 else None)
+            if req.trace.narrowed:
+                more = ", ".join(f"{count} {why}" for count, why in req.trace.narrowed)
                 text += (", " if ": " in text else ": ") + more
             parts.append(text)
             cause = "narrowed"
@@ -779,18 +778,18 @@ class FilterScheduler:
                 if step.hosts_in and not step.hosts_out:
                     cause, filter_name = "filters", step.name
                     break
-        elif req.placement_unreachable:
-            parts.append(f"Placement unreachable: {req.placement_unreachable}")
+        elif req.trace.placement_unreachable:
+            parts.append(f"Placement unreachable: {req.trace.placement_unreachable}")
             cause = "placement_unreachable"
-        elif req.claim_failures or req.claim_errors:
+        elif req.trace.claim_failures or req.trace.claim_errors:
             texts = []
-            if req.claim_failures:
-                texts.append(f"Placement refused {req.claim_failures} claim(s)")
-            if req.claim_errors:
-                texts.append(f"{req.claim_errors} claim(s) failed on a Placement error")
+            if req.trace.claim_failures:
+                texts.append(f"Placement refused {req.trace.claim_failures} claim(s)")
+            if req.trace.claim_errors:
+                texts.append(f"{req.trace.claim_errors} claim(s) failed on a Placement error")
             text = "; ".join(texts)
-            if req.placement_errors:
-                text += f"; last Placement error: {req.placement_errors[-1]}"
+            if req.trace.placement_errors:
+                text += f"; last Placement error: {req.trace.placement_errors[-1]}"
             parts.append(text + ".")
             cause = "claims_refused"
         else:
@@ -812,21 +811,24 @@ def _count_claim_retry() -> None:
     metrics.M.claim_retries.inc()
 
 
-def _count_request(req: SchedulingRequest) -> None:
-    """The request's stages, candidate source, filter removals and claims, to the metrics."""
+def count_request(trace: Trace) -> None:
+    """A call's stages (one observation per stage, over its attempts), where its candidates
+    came from (its last attempt), and the hosts filters removed and the claims of every
+    attempt, to the metrics."""
     m = metrics.M
-    for step, seconds in req.timings.items():
+    for step, seconds in trace.all_timings().items():
         m.stage.labels(stage=metrics.stage_label(step)).observe(seconds)
-    if req.candidate_source:
-        m.candidate_source.labels(source=req.candidate_source).inc()
-    for name, count in req.filter_removed.items():
-        if count:
-            m.filter_removed.labels(filter=name).inc(count)
-    if req.claims_made:
-        m.claims.labels(result="claimed").inc(req.claims_made)
-    if req.claim_failures:
-        m.claims.labels(result="conflict").inc(req.claim_failures)
-    if req.claim_errors:
-        m.claims.labels(result="error").inc(req.claim_errors)
-    if req.claims_unsent:
-        m.claims.labels(result="unsent").inc(req.claims_unsent)
+    if trace.candidate_source:
+        m.candidate_source.labels(source=trace.candidate_source).inc()
+    for attempt in trace.attempts():
+        for name, count in attempt.filter_removed.items():
+            if count:
+                m.filter_removed.labels(filter=name).inc(count)
+        for result, count in (
+            ("claimed", attempt.claims_made),
+            ("conflict", attempt.claim_failures),
+            ("error", attempt.claim_errors),
+            ("unsent", attempt.claims_unsent),
+        ):
+            if count:
+                m.claims.labels(result=result).inc(count)

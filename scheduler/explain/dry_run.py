@@ -180,18 +180,20 @@ def explain_request(
             try:
                 hosts = driver.placement_hosts(req)
             finally:
-                doc["prefilters"] = list(req.prefilters)
+                doc["prefilters"] = list(req.trace.prefilters)
                 doc["placement"] = {
-                    "query": req.query_text or None,
-                    "candidates": req.candidate_count,
-                    "providers": req.provider_count,
+                    "query": req.trace.query_text or None,
+                    "candidates": req.trace.candidate_count,
+                    "providers": req.trace.provider_count,
                     "elapsed_ms": _ms(
-                        req.timings.get("placement", 0.0) + req.timings.get("view", 0.0)
+                        req.trace.timings.get("placement", 0.0) + req.trace.timings.get("view", 0.0)
                     ),
-                    "hint": req.placement_hint or None,
-                    "source": req.candidate_source or None,
-                    "view_age_s": None if req.view_age is None else round(req.view_age, 3),
-                    "view_declined": req.view_declined or None,
+                    "hint": req.trace.placement_hint or None,
+                    "source": req.trace.candidate_source or None,
+                    "view_age_s": None
+                    if req.trace.view_age is None
+                    else round(req.trace.view_age, 3),
+                    "view_declined": req.trace.view_declined or None,
                 }
         else:
             hosts = driver.all_hosts(req)

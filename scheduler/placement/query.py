@@ -633,10 +633,10 @@ def _translate_pmem(spec: RequestSpec, base: QueryGroup) -> None:
 
 def _require_owner_on_pci_groups(query: AllocationCandidatesQuery, spec: RequestSpec) -> None:
     """Once the ``owner_nova_filter`` prefilter has required ``OWNER_NOVA`` on the root (the
-    request lists it among the prefilters that changed it), the groups of the PCI devices
+    request's trace lists it among the prefilters that changed it), the groups of the PCI devices
     that flavor aliases ask for (requester_id ``<request_id>-<n>``) require it too, so that
     no provider outside nova's (Cyborg's) serves them."""
-    if _OWNER_NOVA_FILTER not in getattr(spec, "prefilters", ()):
+    if _OWNER_NOVA_FILTER not in getattr(getattr(spec, "trace", None), "prefilters", ()):
         return
     request_ids = {
         r.get("request_id")

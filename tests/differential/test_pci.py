@@ -376,9 +376,9 @@ def ours_filter(case: dict[str, Any]) -> dict[str, Any]:
     spec = make_spec()
     spec.pci_requests = case["requests"]
     candidates = [{"mappings": m, "index": i} for i, m in enumerate(case["candidates"])]
-    spec.allocation_candidates = {"host1-uuid": list(candidates)}
+    spec.scratch.allocation_candidates = {"host1-uuid": list(candidates)}
     passes = PciPassthroughFilter().host_passes(host, spec)
-    kept = spec.allocation_candidates["host1-uuid"]
+    kept = spec.scratch.allocation_candidates["host1-uuid"]
     return {"passes": bool(passes), "kept": [c["index"] for c in kept]}
 
 

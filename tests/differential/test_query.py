@@ -327,7 +327,7 @@ def ours(payload: dict[str, Any], primitive: dict[str, Any]) -> list[dict[str, A
     # changed it
     spec = SchedulingRequest.of(wire.request_spec_from_primitive(primitive))
     if prefilters.owner_nova_filter(spec, _Computes(payload["owner_nova"]), conf):
-        spec.prefilters.append("owner_nova_filter")
+        spec.trace.prefilters.append("owner_nova_filter")
     nodes = payload["nodes"]
     # the forced host's nodes, as FilterScheduler._forced_in_tree finds them
     in_tree = "00000000-0000-4000-8000-000000000000" if nodes == 1 else None

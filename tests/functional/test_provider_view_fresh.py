@@ -74,8 +74,8 @@ def _driver(cloud: SimpleNamespace, feed: str, **placement_opts) -> FilterSchedu
     driver.placed = cloud.placed
     new_request = driver.new_request
 
-    def capture(context, spec):
-        req = new_request(context, spec)
+    def capture(context, spec, **kw):
+        req = new_request(context, spec, **kw)
         driver.requests.append(req)
         return req
 
@@ -154,14 +154,14 @@ def test_a_trait_set_just_before_a_request_is_seen_by_the_view(cloud, drivers):
 
     # required: that provider alone, answered by the view
     chosen, req = _select(driver, _spec({MARK: "required"}))
-    assert req.candidate_source == "view", req.view_declined
+    assert req.trace.candidate_source == "view", req.trace.view_declined
     assert chosen == marked
-    assert set(req.allocation_candidates) == {marked}
+    assert set(req.scratch.allocation_candidates) == {marked}
 
     # forbidden: every provider but that one, answered by the view
     _, req = _select(driver, _spec({MARK: "forbidden"}))
-    assert req.candidate_source == "view", req.view_declined
-    assert req.allocation_candidates and marked not in req.allocation_candidates
+    assert req.trace.candidate_source == "view", req.trace.view_declined
+    assert req.scratch.allocation_candidates and marked not in req.scratch.allocation_candidates
 
 
 def test_a_forbidden_trait_set_just_before_a_boot_keeps_it_off_that_host(cloud, drivers):
@@ -173,8 +173,8 @@ def test_a_forbidden_trait_set_just_before_a_boot_keeps_it_off_that_host(cloud, 
     # the one host with ONLY now has MARK: Placement (and nova) find nothing
     with pytest.raises(NoValidHost):
         _select(driver, _spec({ONLY: "required", MARK: "forbidden"}))
-    assert driver.requests[-1].candidate_source == "placement"
-    assert "no candidate" in driver.requests[-1].view_declined
+    assert driver.requests[-1].trace.candidate_source == "placement"
+    assert "no candidate" in driver.requests[-1].trace.view_declined
 
 
 def test_an_aggregate_change_just_before_a_request_is_seen_by_the_view(cloud, drivers):
@@ -184,15 +184,15 @@ def test_an_aggregate_change_just_before_a_request_is_seen_by_the_view(cloud, dr
     agg = str(uuidlib.uuid4())
     cloud.placement.set_aggregates(first, [*cloud.placement.get_aggregates(first), agg])
     chosen, req = _select(driver, _spec(aggregates=[agg]))
-    assert req.candidate_source == "view", req.view_declined
-    assert (chosen, set(req.allocation_candidates)) == (first, {first})
+    assert req.trace.candidate_source == "view", req.trace.view_declined
+    assert (chosen, set(req.scratch.allocation_candidates)) == (first, {first})
 
     # moved to another host: member_of follows at once
     cloud.placement.set_aggregates(first, list(cloud.providers[first]["aggregates"]))
     cloud.placement.set_aggregates(second, [*cloud.placement.get_aggregates(second), agg])
     chosen, req = _select(driver, _spec(aggregates=[agg]))
-    assert req.candidate_source == "view", req.view_declined
-    assert (chosen, set(req.allocation_candidates)) == (second, {second})
+    assert req.trace.candidate_source == "view", req.trace.view_declined
+    assert (chosen, set(req.scratch.allocation_candidates)) == (second, {second})
 
 
 def test_a_provider_moved_to_another_tree_just_before_a_request_is_seen_by_in_tree(cloud, drivers):
@@ -215,7 +215,7 @@ def test_a_provider_moved_to_another_tree_just_before_a_request_is_seen_by_in_tr
         req = driver.new_request(RequestContext(request_id="req-fresh-tree"), _spec())
         queries = query.build_queries(req, conf=CONF, in_tree=child)
         candidates = driver.candidates.from_view(req, queries)
-        assert req.candidate_source == "view", req.view_declined
+        assert req.trace.candidate_source == "view", req.trace.view_declined
         assert [list(a["allocations"]) for a in candidates.allocation_requests] == [[second]]
     finally:
         cloud.placement.delete_provider(child)
@@ -229,7 +229,7 @@ def test_a_request_that_changes_nothing_reads_nothing(cloud, drivers):
     reads, catch_ups = feed.reads, feed.catch_ups
     for _ in range(3):  # each claim is the scheduler's own: counted, not read
         _, req = _select(driver, _spec())
-        assert req.candidate_source == "view", req.view_declined
+        assert req.trace.candidate_source == "view", req.trace.view_declined
     assert (feed.reads, feed.catch_ups) == (reads, catch_ups)
     assert feed.checks >= 4
 
@@ -249,11 +249,11 @@ def test_the_api_feed_confirms_a_claim_and_refuses_a_host_placement_no_longer_of
         _select(driver, _spec({ONLY: "required", MARK: "forbidden"}))
     view_req, placement_req = driver.requests[-2:]
     # the stale view offered the host; Placement did not confirm it, nothing was claimed
-    assert view_req.candidate_source == "view"
-    assert set(view_req.allocation_candidates) == {only}
-    assert view_req.claims_made == 0 and view_req.claim_failures == 1
-    assert "no longer a candidate" in view_req.placement_errors[-1]
-    assert placement_req.candidate_source == "placement"
+    assert view_req.trace.candidate_source == "view"
+    assert set(view_req.scratch.allocation_candidates) == {only}
+    assert view_req.trace.claims_made == 0 and view_req.trace.claim_failures == 1
+    assert "no longer a candidate" in view_req.trace.placement_errors[-1]
+    assert placement_req.trace.candidate_source == "placement"
     assert not driver.view_refresher.fresh_per_request
     # and the view reads that provider again at once (not a minute later)
     deadline = time.monotonic() + 10
@@ -266,9 +266,9 @@ def test_the_api_feed_claims_a_host_placement_confirms(cloud, drivers):
     driver = _driver(cloud, "api")
     drivers.append(driver)
     chosen, req = _select(driver, _spec())
-    assert req.candidate_source == "view"
-    assert req.claims_made == 1 and req.claim_failures == 0
-    assert "claim_confirm" in req.timings
+    assert req.trace.candidate_source == "view"
+    assert req.trace.claims_made == 1 and req.trace.claim_failures == 0
+    assert "claim_confirm" in req.trace.timings
     allocations = cloud.placement.get_allocations_for_consumer(req.instance_uuid)
     assert list(allocations["allocations"]) == [chosen]
 
@@ -284,7 +284,7 @@ def test_the_api_feed_returns_no_alternate_placement_no_longer_offers(cloud, dri
     driver.placed.append(instance)
     [selections] = driver.select_destinations(ctx, _spec({MARK: "forbidden"}), [instance], True)
     req = driver.requests[-1]
-    assert req.candidate_source == "view"
+    assert req.trace.candidate_source == "view"
     # the conductor would claim an alternate as it is: none may be the marked host
     assert len(selections) == HOSTS - 1
     assert marked not in {s.compute_node_uuid for s in selections}
@@ -294,13 +294,13 @@ def test_database_feed_confirms_only_when_asked(cloud, drivers):
     driver = _driver(cloud, "database")
     drivers.append(driver)
     _, req = _select(driver, _spec())
-    assert req.candidate_source == "view" and "claim_confirm" not in req.timings
+    assert req.trace.candidate_source == "view" and "claim_confirm" not in req.trace.timings
     driver.stop()
     drivers.remove(driver)
     driver = _driver(cloud, "database", view_confirm_claims="always")
     drivers.append(driver)
     _, req = _select(driver, _spec())
-    assert req.candidate_source == "view" and "claim_confirm" in req.timings
+    assert req.trace.candidate_source == "view" and "claim_confirm" in req.trace.timings
 
 
 def test_auto_without_a_database_connection_asks_placement_every_time(cloud, drivers):

@@ -265,3 +265,26 @@ def test_the_rules_catch_a_forbidden_import(tmp_path):
             test_packages_import_only_what_their_layer_allows("filters")
     finally:
         bad.unlink()
+
+
+def _trace_uses(path: Path) -> list[int]:
+    """Lines where a module reads or writes an attribute named ``trace``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "trace"]
+
+
+def test_plugins_never_touch_the_drivers_trace():
+    # scheduler/request.py: the trace is the driver's record; plugins write the scratch area
+    touching = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for name, path in _product_modules()
+        if name.startswith(("filters", "weighers"))
+        for line in _trace_uses(path)
+    ]
+    assert touching == []
+
+
+def test_the_trace_check_sees_a_plugin_writing_the_trace(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def check(host, spec_obj):\n    spec_obj.trace.claimed.append('x')\n")
+    assert _trace_uses(probe) == [2]

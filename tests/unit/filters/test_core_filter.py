@@ -20,7 +20,7 @@ def spec_for(vcpus: int):
 
 def limits(spec, h):
     """The limits the filters recorded on ``spec`` for host ``h`` (empty if none)."""
-    return spec.host_limits.get((h.host, h.nodename), {})
+    return spec.scratch.host_limits.get((h.host, h.nodename), {})
 
 
 def host(total=4, used=0, ratio=1.0, aggregates=()):

@@ -20,7 +20,7 @@ def spec_for(root_gb=1, ephemeral_gb=0, swap=0):
 
 def limits(spec, h):
     """The limits the filters recorded on ``spec`` for host ``h`` (empty if none)."""
-    return spec.host_limits.get((h.host, h.nodename), {})
+    return spec.scratch.host_limits.get((h.host, h.nodename), {})
 
 
 def host(total_gb=10, free_mb=10 * 1024, ratio=1.0, aggregates=()):

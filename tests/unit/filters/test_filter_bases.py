@@ -35,7 +35,7 @@ def spec_for(swap=0, memory_mb=512):
 
 
 def limits(spec, h):
-    return spec.host_limits.get((h.host, h.nodename), {})
+    return spec.scratch.host_limits.get((h.host, h.nodename), {})
 
 
 def test_a_capacity_filter_of_one_s_own_converts_units_and_records_its_limit():

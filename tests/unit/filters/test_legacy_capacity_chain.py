@@ -43,7 +43,7 @@ def spec_for(memory_mb=1024, az="az1"):
 
 def limits(spec, h):
     """The limits the filters recorded on ``spec`` for host ``h`` (empty if none)."""
-    return spec.host_limits.get((h.host, h.nodename), {})
+    return spec.scratch.host_limits.get((h.host, h.nodename), {})
 
 
 def test_chain_reports_grouped_reasons_and_sets_limits():

@@ -196,7 +196,7 @@ def test_narrowed_allocation_candidates_go_back_to_the_request():
     host = make_host("a")
     host.uuid = "rp-a"
     spec = make_spec()
-    spec.allocation_candidates = {"rp-a": [{"n": 1}, {"n": 2, "good": True}]}
+    spec.scratch.allocation_candidates = {"rp-a": [{"n": 1}, {"n": 2, "good": True}]}
     report = FilterHandler([NovaFilterAdapter(CandidateFilter(), "p")]).run([host], spec)
     assert names(report.hosts) == ["a"]
     assert spec.candidates_for(host) == [{"n": 2, "good": True}]

@@ -69,7 +69,7 @@ def test_request_without_topology_passes_everywhere() -> None:
     s = spec()
     assert FLT.host_passes(host(topology=None), s) is True
     assert FLT.host_passes(host(topology=smt_host()), s) is True
-    assert s.host_limits == {}
+    assert s.scratch.host_limits == {}
     # the handler then checks no host at all
     assert FLT.prepare(s) is PASS_ALL
 
@@ -88,7 +88,7 @@ def test_fit_records_the_numa_limit_with_the_host_ratios() -> None:
     h = host(topology=smt_host(), cpu_allocation_ratio=16.0, ram_allocation_ratio=1.5)
     s = spec(PINNED_2)
     assert FLT.host_passes(h, s) is True
-    assert s.host_limits[("host1", "host1")]["numa_topology"] == {
+    assert s.scratch.host_limits[("host1", "host1")]["numa_topology"] == {
         "cpu_allocation_ratio": 16.0,
         "ram_allocation_ratio": 1.5,
     }
@@ -100,7 +100,7 @@ def test_missing_ratios_fall_back_to_nova_defaults() -> None:
     h = host(topology=smt_host(), cpu_allocation_ratio=None, ram_allocation_ratio=None)
     s = spec(PINNED_2)
     assert FLT.host_passes(h, s)
-    assert s.host_limits[("host1", "host1")]["numa_topology"] == {
+    assert s.scratch.host_limits[("host1", "host1")]["numa_topology"] == {
         "cpu_allocation_ratio": 4.0,
         "ram_allocation_ratio": 1.0,
     }
@@ -192,25 +192,25 @@ def test_candidates_are_kept_when_the_topology_fits() -> None:
     h = host(topology=smt_host())
     s = spec(PINNED_2)
     cands = [candidate("host1-uuid"), candidate("host1-uuid")]
-    s.allocation_candidates = {"host1-uuid": list(cands)}
+    s.scratch.allocation_candidates = {"host1-uuid": list(cands)}
     assert FLT.host_passes(h, s)
-    assert s.allocation_candidates["host1-uuid"] == cands
+    assert s.scratch.allocation_candidates["host1-uuid"] == cands
 
 
 def test_candidates_are_dropped_when_the_topology_does_not_fit() -> None:
     h = host(topology=smt_host(pinned=([2, 3, 6, 7], [10, 11, 14, 15])))
     s = spec(PINNED_2)
-    s.allocation_candidates = {"host1-uuid": [candidate("host1-uuid")], "other": [{}]}
+    s.scratch.allocation_candidates = {"host1-uuid": [candidate("host1-uuid")], "other": [{}]}
     result = FLT.host_passes(h, s)
     assert not result and result.reason == "no NUMA cell with 2 free pinned CPUs"
-    assert s.allocation_candidates["host1-uuid"] == []
-    assert s.allocation_candidates["other"] == [{}]
-    assert s.host_limits == {}
+    assert s.scratch.allocation_candidates["host1-uuid"] == []
+    assert s.scratch.allocation_candidates["other"] == [{}]
+    assert s.scratch.host_limits == {}
 
 
 def test_host_without_candidates_in_a_placement_request_fails() -> None:
     s = spec(PINNED_2)
-    s.allocation_candidates = {"other-uuid": [candidate("other-uuid")]}
+    s.scratch.allocation_candidates = {"other-uuid": [candidate("other-uuid")]}
     result = FLT.host_passes(host(topology=smt_host()), s)
     assert not result and result.reason == "no allocation candidate left"
     # and a host that would not fit says why
@@ -229,11 +229,11 @@ def test_pci_numa_affinity_per_placement_candidate() -> None:
     s = spec(PINNED_2, pci_requests=[gpu])
     local = candidate("host1-uuid", **{"r1-0": ["rp-gpu-0"]})
     remote = candidate("host1-uuid", **{"r1-0": ["rp-gpu-1"]})
-    s.allocation_candidates = {"host1-uuid": [remote, local]}
+    s.scratch.allocation_candidates = {"host1-uuid": [remote, local]}
     assert FLT.host_passes(host(topology=topo, pci_stats=stats), s)
-    assert s.allocation_candidates["host1-uuid"] == [local]
+    assert s.scratch.allocation_candidates["host1-uuid"] == [local]
 
-    s.allocation_candidates = {"host1-uuid": [remote]}
+    s.scratch.allocation_candidates = {"host1-uuid": [remote]}
     result = FLT.host_passes(host(topology=topo, pci_stats=stats), s)
     assert not result and result.reason == numa.PCI_NOT_LOCAL
 
@@ -277,7 +277,7 @@ def test_run_filter_agrees_with_host_passes(with_candidates: bool) -> None:
     def fresh() -> RequestSpec:
         s = spec(PINNED_2)
         if with_candidates:
-            s.allocation_candidates = {h.uuid: [candidate(h.uuid)] for h in hosts}
+            s.scratch.allocation_candidates = {h.uuid: [candidate(h.uuid)] for h in hosts}
         return s
 
     one = fresh()
@@ -289,8 +289,8 @@ def test_run_filter_agrees_with_host_passes(with_candidates: bool) -> None:
         (name, r.reason) for name, r in singles if not r
     ]
     assert [h.host for h in outcome.passed] == ["free", "legacy"]
-    assert batch_spec.host_limits == one.host_limits
-    assert batch_spec.allocation_candidates == one.allocation_candidates
+    assert batch_spec.scratch.host_limits == one.scratch.host_limits
+    assert batch_spec.scratch.allocation_candidates == one.scratch.allocation_candidates
 
 
 # -- in the filter chain --------------------------------------------------------------------
@@ -346,7 +346,7 @@ def test_request_spec_from_nova_wire_and_limit_back_on_the_wire() -> None:
     assert decoded.pci_requests[0]["alias_name"] == "gpu"
     h = host(topology=smt_host(), pci_stats=pool_list(pool(*GPU, 1, 0)))
     assert FLT.host_passes(h, decoded)
-    limit = decoded.host_limits[("host1", "host1")]["numa_topology"]
+    limit = decoded.scratch.host_limits[("host1", "host1")]["numa_topology"]
     sel = Selection(
         compute_node_uuid="host1-uuid",
         service_host="host1",
@@ -411,7 +411,7 @@ def test_network_metadata_is_decoded_checked_and_recorded_in_the_limit() -> None
     h = host(topology=_cells_with_physnet0_on(0, busy=0))
     s = _network_spec(one_pinned, ["physnet0"], False)
     assert FLT.host_passes(h, s)
-    assert s.host_limits[("host1", "host1")]["numa_topology"] == {
+    assert s.scratch.host_limits[("host1", "host1")]["numa_topology"] == {
         "cpu_allocation_ratio": 4.0,
         "ram_allocation_ratio": 1.0,
         "network_metadata": {"physnets": ["physnet0"], "tunneled": False},
@@ -429,7 +429,7 @@ def test_network_limit_goes_back_to_nova_as_network_metadata() -> None:
 
     s = _network_spec(PINNED_2, ["physnet1"], True)
     assert FLT.host_passes(host(topology=smt_host()), s)
-    limit = s.host_limits[("host1", "host1")]["numa_topology"]
+    limit = s.scratch.host_limits[("host1", "host1")]["numa_topology"]
     prim = wire.limits_to_primitive(SchedulerLimits(numa_topology=limit))
     numa_limits = prim["nova_object.data"]["numa_topology"]["nova_object.data"]
     network = numa_limits["network_metadata"]

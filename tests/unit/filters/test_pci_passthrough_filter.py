@@ -105,28 +105,28 @@ def test_candidates_follow_the_placement_pci_providers() -> None:
     s = spec(gpu)
     good = candidate("host1-uuid", **{"r1-0": ["rp-gpu-0"]})
     empty = candidate("host1-uuid", **{"r1-0": ["rp-gpu-1"]})
-    s.allocation_candidates = {"host1-uuid": [empty, good], "host2-uuid": [{}]}
+    s.scratch.allocation_candidates = {"host1-uuid": [empty, good], "host2-uuid": [{}]}
     assert FLT.host_passes(host(stats=stats), s)
-    assert s.allocation_candidates["host1-uuid"] == [good]
-    assert s.allocation_candidates["host2-uuid"] == [{}]
+    assert s.scratch.allocation_candidates["host1-uuid"] == [good]
+    assert s.scratch.allocation_candidates["host2-uuid"] == [{}]
 
-    s.allocation_candidates = {"host1-uuid": [empty]}
+    s.scratch.allocation_candidates = {"host1-uuid": [empty]}
     result = FLT.host_passes(host(stats=stats), s)
     assert not result and result.reason == "no PCI device matching alias gpu"
-    assert s.allocation_candidates["host1-uuid"] == []
+    assert s.scratch.allocation_candidates["host1-uuid"] == []
 
 
 def test_candidates_without_pci_groups_all_kept() -> None:
     s = spec(GPU_REQ)
     cands = [candidate("host1-uuid"), candidate("host1-uuid")]
-    s.allocation_candidates = {"host1-uuid": list(cands)}
+    s.scratch.allocation_candidates = {"host1-uuid": list(cands)}
     assert FLT.host_passes(host(stats=GPU_HOST), s)
-    assert s.allocation_candidates["host1-uuid"] == cands
+    assert s.scratch.allocation_candidates["host1-uuid"] == cands
 
 
 def test_host_without_own_candidates_in_a_placement_request() -> None:
     s = spec(GPU_REQ)
-    s.allocation_candidates = {"other-uuid": [candidate("other-uuid")]}
+    s.scratch.allocation_candidates = {"other-uuid": [candidate("other-uuid")]}
     result = FLT.host_passes(host(stats=GPU_HOST), s)
     assert not result and result.reason == "no allocation candidate left"
     result = FLT.host_passes(host(stats=SRIOV_HOST), s)
@@ -145,7 +145,7 @@ def test_run_filter_agrees_with_host_passes(with_candidates: bool) -> None:
     def fresh() -> RequestSpec:
         s = spec(GPU_REQ)
         if with_candidates:
-            s.allocation_candidates = {h.uuid: [candidate(h.uuid)] for h in hosts}
+            s.scratch.allocation_candidates = {h.uuid: [candidate(h.uuid)] for h in hosts}
         return s
 
     one = fresh()
@@ -157,7 +157,7 @@ def test_run_filter_agrees_with_host_passes(with_candidates: bool) -> None:
         (name, r.reason) for name, r in singles if not r
     ]
     assert [h.host for h in outcome.passed] == ["gpu", "gpu2"]
-    assert batch_spec.allocation_candidates == one.allocation_candidates
+    assert batch_spec.scratch.allocation_candidates == one.scratch.allocation_candidates
 
 
 def test_run_filter_without_requests_passes_all() -> None:
@@ -197,9 +197,9 @@ def test_an_alias_naming_a_resource_class_follows_its_placement_candidates() -> 
     s = spec(gpu)
     on_0 = candidate("host1-uuid", **{"r1-0": ["rp-gpu-0"]})
     elsewhere = candidate("host1-uuid", **{"r1-0": ["rp-other"]})
-    s.allocation_candidates = {"host1-uuid": [elsewhere, on_0]}
+    s.scratch.allocation_candidates = {"host1-uuid": [elsewhere, on_0]}
     assert FLT.host_passes(host(stats=stats), s) is True
-    assert s.allocation_candidates["host1-uuid"] == [on_0]
+    assert s.scratch.allocation_candidates["host1-uuid"] == [on_0]
 
 
 def test_a_port_needs_a_pool_tagged_remote_managed_as_it_asks() -> None:
@@ -212,6 +212,6 @@ def test_a_port_needs_a_pool_tagged_remote_managed_as_it_asks() -> None:
 
 def test_a_host_without_devices_is_left_with_no_candidate() -> None:
     s = spec(GPU_REQ)
-    s.allocation_candidates = {"host1-uuid": [candidate("host1-uuid")]}
+    s.scratch.allocation_candidates = {"host1-uuid": [candidate("host1-uuid")]}
     assert not FLT.host_passes(host(stats=None), s)
-    assert s.allocation_candidates["host1-uuid"] == []
+    assert s.scratch.allocation_candidates["host1-uuid"] == []

@@ -21,7 +21,7 @@ def spec_for(memory_mb: int):
 
 def limits(spec, h):
     """The limits the filters recorded on ``spec`` for host ``h`` (empty if none)."""
-    return spec.host_limits.get((h.host, h.nodename), {})
+    return spec.scratch.host_limits.get((h.host, h.nodename), {})
 
 
 def host(total=1024, free=1024, ratio=1.0, aggregates=()):

@@ -62,8 +62,8 @@ class Cloud:
         self.requests: list[Any] = []
         new_request = self.driver.new_request
 
-        def capture(context: Any, spec: RequestSpec) -> Any:
-            self.requests.append(new_request(context, spec))
+        def capture(context: Any, spec: RequestSpec, **kw: Any) -> Any:
+            self.requests.append(new_request(context, spec, **kw))
             return self.requests[-1]
 
         self.driver.new_request = capture

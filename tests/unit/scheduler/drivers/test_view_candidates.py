@@ -66,8 +66,8 @@ class ViewCloud:
         self.requests = []
         new_request = self.driver.new_request
 
-        def capture(context, spec):
-            self.requests.append(new_request(context, spec))
+        def capture(context, spec, **kw):
+            self.requests.append(new_request(context, spec, **kw))
             return self.requests[-1]
 
         self.driver.new_request = capture
@@ -88,8 +88,8 @@ def test_the_view_answers_and_placement_only_takes_the_claim(hosts):
     assert cloud.placement.queries == []  # no GET /allocation_candidates
     assert result[0][0].service_host == "host-b"
     req = cloud.requests[-1]
-    assert req.candidate_source == "view"
-    assert req.view_age is not None and req.view_age < 5
+    assert req.trace.candidate_source == "view"
+    assert req.trace.view_age is not None and req.trace.view_age < 5
     claim = cloud.placement.claims["inst-0"]["alloc_req"]
     assert claim["allocations"] == {
         hosts[1].uuid: {"resources": {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 10}}
@@ -115,8 +115,8 @@ def test_shapes_the_view_does_not_answer_go_to_placement(hosts):
     cloud.select(spec)
     req = cloud.requests[-1]
     assert len(cloud.placement.queries) == 1
-    assert req.candidate_source == "placement"
-    assert "granular" in req.view_declined
+    assert req.trace.candidate_source == "placement"
+    assert "granular" in req.trace.view_declined
 
 
 def test_an_empty_answer_from_the_view_is_placements_to_give(hosts):
@@ -126,8 +126,8 @@ def test_an_empty_answer_from_the_view_is_placements_to_give(hosts):
     result = cloud.select(make_spec(ram_mb=2048))
     assert len(cloud.placement.queries) == 1
     assert result[0][0].service_host in {"host-a", "host-b"}
-    assert cloud.requests[-1].candidate_source == "placement"
-    assert cloud.requests[-1].view_declined == "the provider view found no candidate"
+    assert cloud.requests[-1].trace.candidate_source == "placement"
+    assert cloud.requests[-1].trace.view_declined == "the provider view found no candidate"
 
 
 def test_a_refused_claim_marks_the_providers_dirty_and_placement_is_asked_again(hosts):
@@ -139,7 +139,31 @@ def test_a_refused_claim_marks_the_providers_dirty_and_placement_is_asked_again(
     assert cloud.view.take_dirty() == {h.uuid for h in hosts}
     # the view's NoValidHost was asked again of Placement (which also refused here)
     assert len(cloud.placement.queries) == 1
-    assert [r.candidate_source for r in cloud.requests] == ["view", "placement"]
+    assert [r.trace.candidate_source for r in cloud.requests] == ["view", "placement"]
+
+
+def test_placement_asked_again_is_an_attempt_with_its_own_trace(hosts):
+    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    for h in hosts:
+        cloud.placement.claim_errors[h.host] = ClaimConflict("would exceed the capacity")
+    seen = []
+    cloud.driver.timing_observer = seen.append
+    with pytest.raises(NoValidHost):
+        cloud.select(make_spec(ram_mb=1024))
+    first, retry = cloud.requests
+    # the retry records what it did alone, and links to the first attempt's record
+    assert first.trace is not retry.trace and first.trace.timings is not retry.trace.timings
+    assert retry.trace.previous is first.trace
+    assert retry.trace.attempts() == [first.trace, retry.trace]
+    assert first.trace.claim_failures == 2 and retry.trace.claim_failures == 2
+    assert "placement" not in first.trace.timings and "view" in first.trace.timings
+    assert "placement" in retry.trace.timings
+    # the retry keeps the first attempt's deadline and does not ask the view
+    assert retry.deadline == first.deadline and not retry.use_view
+    # one observation per call, over both attempts
+    (observed,) = seen
+    assert observed["view"] >= first.trace.timings["view"]
+    assert observed["placement"] == retry.trace.timings["placement"]
 
 
 def test_the_view_failing_is_recovered_by_placement(hosts):
@@ -158,7 +182,7 @@ def test_the_view_failing_is_recovered_by_placement(hosts):
     cloud.placement.on_claim = refuse_first_pass
     result = cloud.select(make_spec(ram_mb=1024))
     assert result[0][0].service_host == "host-a"
-    assert [r.candidate_source for r in cloud.requests] == ["view", "placement"]
+    assert [r.trace.candidate_source for r in cloud.requests] == ["view", "placement"]
 
 
 def test_a_rollback_stops_counting_the_claims(hosts):
@@ -186,8 +210,8 @@ def test_an_old_view_is_not_used(hosts):
     time.sleep(0.01)
     cloud.select(make_spec(ram_mb=1024))
     req = cloud.requests[-1]
-    assert req.candidate_source == "placement"
-    assert "old" in req.view_declined
+    assert req.trace.candidate_source == "placement"
+    assert "old" in req.trace.view_declined
 
 
 def test_a_view_that_raises_hands_the_request_to_placement(hosts):
@@ -199,5 +223,5 @@ def test_a_view_that_raises_hands_the_request_to_placement(hosts):
     cloud.view.candidates = broken
     result = cloud.select(make_spec(ram_mb=1024))
     assert result[0][0].service_host in {"host-a", "host-b"}
-    assert cloud.requests[-1].candidate_source == "placement"
-    assert "failed" in cloud.requests[-1].view_declined
+    assert cloud.requests[-1].trace.candidate_source == "placement"
+    assert "failed" in cloud.requests[-1].trace.view_declined

@@ -60,8 +60,8 @@ def test_a_nova_style_filter_writing_limits_fails_and_set_host_limit_is_per_requ
         OldNovaFilter().host_passes(host, spec)
     spec.set_host_limit(host, "memory_mb", 1024.0)
     assert dict(host.limits) == {}
-    assert spec.host_limits == {("h", "h"): {"memory_mb": 1024.0}}
-    assert make_spec().host_limits == {}
+    assert spec.scratch.host_limits == {("h", "h"): {"memory_mb": 1024.0}}
+    assert make_spec().scratch.host_limits == {}
 
 
 def _report(**over) -> ComputeNodeRow:

@@ -164,7 +164,7 @@ def _pci_request(applied_prefilters):
         request_level_params=RequestLevelParams(root_required={"OWNER_NOVA"}),
     )
     req = SchedulingRequest.of(spec)
-    req.prefilters = list(applied_prefilters)
+    req.trace.prefilters = list(applied_prefilters)
     return req
 
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from filters.handler import FilterReport, FilterStep
 from scheduler import exceptions
-from scheduler.drivers.filter_scheduler import FilterScheduler, _count_request
+from scheduler.drivers.filter_scheduler import FilterScheduler, count_request
 from scheduler.objects import Flavor, RequestSpec, Selection
 from scheduler.request import SchedulingRequest
 from scheduler.rpc import wire
@@ -307,7 +307,7 @@ def _cause(req: SchedulingRequest) -> tuple[str, str]:
 
 def test_not_enough_names_the_filter_that_removed_the_last_host():
     req = _request()
-    req.last_report = FilterReport(
+    req.trace.last_report = FilterReport(
         hosts=[],
         steps=[
             FilterStep("ComputeFilter", 5, removed=[("h1", "down"), ("h2", "down")]),
@@ -315,24 +315,24 @@ def test_not_enough_names_the_filter_that_removed_the_last_host():
         ],
     )
     assert _cause(req) == ("filters", "RamFilter")
-    req.last_report = FilterReport(hosts=[], steps=[])
+    req.trace.last_report = FilterReport(hosts=[], steps=[])
     assert _cause(req) == ("narrowed", "")
-    req.last_report = FilterReport(hosts=["h"], steps=[])
-    req.claim_failures = 2
+    req.trace.last_report = FilterReport(hosts=["h"], steps=[])
+    req.trace.claim_failures = 2
     assert _cause(req) == ("claims_refused", "")
-    req.placement_unreachable = "refused"
+    req.trace.placement_unreachable = "refused"
     assert _cause(req) == ("placement_unreachable", "")
-    req.placement_unreachable, req.claim_failures = "", 0
+    req.trace.placement_unreachable, req.trace.claim_failures = "", 0
     assert _cause(req) == ("other", "")
 
 
 def test_a_requests_stages_sources_removals_and_claims_are_counted(registry):
     req = _request()
-    req.timings = {"placement": 0.2, "host_states": 0.01, "filter": 0.002, "claim": 0.05}
-    req.candidate_source = "placement"
-    req.filter_removed = {"ComputeFilter": 3, "RamFilter": 0}
-    req.claims_made, req.claim_failures = 2, 1
-    _count_request(req)
+    req.trace.timings = {"placement": 0.2, "host_states": 0.01, "filter": 0.002, "claim": 0.05}
+    req.trace.candidate_source = "placement"
+    req.trace.filter_removed = {"ComputeFilter": 3, "RamFilter": 0}
+    req.trace.claims_made, req.trace.claim_failures = 2, 1
+    count_request(req.trace)
     get = registry.get_sample_value
     assert get("novasched_stage_duration_seconds_sum", {"stage": "placement_query"}) == 0.2
     assert get("novasched_stage_duration_seconds_count", {"stage": "filter"}) == 1
@@ -342,6 +342,31 @@ def test_a_requests_stages_sources_removals_and_claims_are_counted(registry):
     assert get("novasched_filter_hosts_removed_total", {"filter": "RamFilter"}) is None
     assert get("novasched_claims_total", {"result": "claimed"}) == 2
     assert get("novasched_claims_total", {"result": "conflict"}) == 1
+
+
+def test_a_call_asked_again_of_placement_counts_each_attempts_claims_and_one_source(registry):
+    first = _request()
+    first.trace.timings = {"view": 0.001, "filter": 0.002, "claim": 0.01}
+    first.trace.candidate_source = "view"
+    first.trace.filter_removed = {"ComputeFilter": 2}
+    first.trace.claim_failures = 1
+    retry = SchedulingRequest.of(first, retry_of=first)
+    retry.trace.timings = {"placement": 0.2, "filter": 0.003, "claim": 0.02}
+    retry.trace.candidate_source = "placement"
+    retry.trace.filter_removed = {"ComputeFilter": 1}
+    retry.trace.claims_made = 1
+    count_request(retry.trace)
+    get = registry.get_sample_value
+    # the call's candidates came from Placement in the end: counted once, there
+    assert get("novasched_candidate_source_total", {"source": "placement"}) == 1
+    assert get("novasched_candidate_source_total", {"source": "view"}) is None
+    # one observation per stage per call, adding both attempts
+    assert get("novasched_stage_duration_seconds_count", {"stage": "filter"}) == 1
+    assert get("novasched_stage_duration_seconds_sum", {"stage": "filter"}) == pytest.approx(0.005)
+    # what each attempt's filters removed and Placement did with its claims
+    assert get("novasched_filter_hosts_removed_total", {"filter": "ComputeFilter"}) == 3
+    assert get("novasched_claims_total", {"result": "conflict"}) == 1
+    assert get("novasched_claims_total", {"result": "claimed"}) == 1
 
 
 def test_disabled_metrics_record_nothing(registry):
@@ -354,8 +379,8 @@ def test_disabled_metrics_record_nothing(registry):
     m.stage.labels(stage="filter").observe(1.0)
     m.in_flight.dec()
     req = _request()
-    req.timings, req.claims_made = {"filter": 0.1}, 1
-    _count_request(req)
+    req.trace.timings, req.trace.claims_made = {"filter": 0.1}, 1
+    count_request(req.trace)
     # the metrics that were real before keep their value: nothing reaches them any more
     assert reg.get_sample_value("novasched_requests_total", {"result": "scheduled"}) == 1
     stages = reg.get_sample_value("novasched_stage_duration_seconds_count", {"stage": "filter"})
