@@ -34,7 +34,7 @@ from typing import Any
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.hosts.state import HostState
-from scheduler.objects import Flavor, InstanceGroup, RequestSpec
+from scheduler.objects import Aggregate, Flavor, InstanceGroup, RequestSpec
 
 LOG = logging.getLogger(__name__)
 
@@ -86,8 +86,6 @@ class HostStateCache:
         self.interval = None if interval is None else float(interval)
         self._snapshot: _Snapshot | None = None
         self._refresh_lock = threading.Lock()
-        self._pending_lock = threading.Lock()
-        self._forgotten: dict[int, HostState] = {}  # by id(): rolled back, re-read at refresh
         self._stopping = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -140,12 +138,6 @@ class HostStateCache:
             thread.join(timeout=10)
         self.inner.stop()
 
-    def __getattr__(self, name: str) -> Any:
-        # only reached for what this class does not define
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
     @property
     def loaded(self) -> bool:
         return self._snapshot is not None
@@ -164,16 +156,8 @@ class HostStateCache:
 
     def _refresh_locked(self) -> _Snapshot:
         started = time.perf_counter()
-        with self._pending_lock:
-            forgotten = list(self._forgotten.values())
-            self._forgotten.clear()
-        if forgotten:
-            forget = getattr(self.inner, "forget_consumption", None)
-            if forget is not None:
-                forget(forgotten)
         hosts = list(self.inner.get_host_states_by_uuids(None, _refresh_spec()))
-        enabled = getattr(self.inner, "enabled_cells", None)
-        cell_uuids = set(enabled) if enabled is not None else {h.cell_uuid for h in hosts}
+        cell_uuids = set(self.inner.enabled_cells)
         snap = _Snapshot(
             hosts=hosts,
             by_uuid={h.uuid: h for h in hosts if h.uuid},
@@ -242,15 +226,64 @@ class HostStateCache:
             if (host is None or h.host == host) and (node is None or h.nodename == node)
         ]
 
-    def forget_consumption(self, host_states: Iterable[HostState]) -> None:
-        """After a rollback: these hosts take their next compute-node data, and are re-read
-        from their cell at the next refresh (not on the request's path)."""
-        hosts = list(host_states)
-        for hs in hosts:
-            hs.updated = None
-        with self._pending_lock:
-            for hs in hosts:
-                self._forgotten[id(hs)] = hs
+    # -- the rest is the wrapped host manager's -----------------------------------------------
+    # (the cached HostStates are its objects: what a request consumes on them, it tracks, and
+    # a rollback releases on them)
+    def host_states_for(self, host: str, node: str | None = None) -> list[HostState]:
+        return self.inner.host_states_for(host, node)
+
+    @property
+    def instance_tracker(self) -> Any:
+        return self.inner.instance_tracker
+
+    @property
+    def instance_details(self) -> bool:
+        return self.inner.instance_details
+
+    @instance_details.setter
+    def instance_details(self, value: bool) -> None:
+        self.inner.instance_details = value
+
+    def aggregates_by_metadata(
+        self, key: str | None = None, value: str | None = None, key_prefix: str | None = None
+    ) -> list[Aggregate]:
+        return self.inner.aggregates_by_metadata(key, value, key_prefix)
+
+    def sync_aggregates(self, not_before: float | None = None) -> None:
+        self.inner.sync_aggregates(not_before)
+
+    def update_aggregates(self, aggregates: list[Aggregate]) -> None:
+        self.inner.update_aggregates(aggregates)
+
+    def delete_aggregate(self, aggregate: Aggregate) -> None:
+        self.inner.delete_aggregate(aggregate)
+
+    def minimum_compute_version(self) -> int | None:
+        return self.inner.minimum_compute_version()
+
+    def track_consumption(self, hs: HostState, key: str) -> None:
+        self.inner.track_consumption(hs, key)
+
+    def release_consumer(self, consumer: str, compute_uuid: str) -> None:
+        self.inner.release_consumer(consumer, compute_uuid)
+
+    def release_deleted_instance(self, host: str, instance_uuid: str) -> int:
+        return self.inner.release_deleted_instance(host, instance_uuid)
+
+    def release_moved_instances(self, host: str, instance_uuids: Iterable[str]) -> int:
+        return self.inner.release_moved_instances(host, instance_uuids)
+
+    def release_unlisted_instances(self, host: str, instance_uuids: Iterable[str]) -> int:
+        return self.inner.release_unlisted_instances(host, instance_uuids)
+
+    def warm_up(self) -> int:
+        return self.inner.warm_up()
+
+    def start_refresher(self) -> None:
+        self.inner.start_refresher()
+
+    def status(self) -> list[dict[str, Any]]:
+        return self.inner.status()
 
 
 def CachingScheduler(  # noqa: N802 - the driver's name, as nova's class was named

@@ -29,6 +29,7 @@ from scheduler.conf import CONF
 from scheduler.drivers import request_filters as prefilters
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
+from scheduler.drivers.host_source import HostSource
 from scheduler.drivers.pickers import NovaPick, Picker
 from scheduler.exceptions import (
     ConfigurationError,
@@ -39,10 +40,7 @@ from scheduler.exceptions import (
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.placement import query
-from scheduler.placement.api import (
-    MV_CLAIM,
-    PlacementClient,
-)
+from scheduler.placement.api import MV_CLAIM
 from scheduler.request import SchedulingRequest, Trace
 from scheduler.telemetry import metrics
 from weighers.handler import WeighedHost, WeightHandler, load_weighers
@@ -117,22 +115,20 @@ class FilterScheduler:
             raise
         except Exception as exc:
             raise ConfigurationError(f"Could not load filters/weighers: {exc}") from exc
-        injected = placement is not None
         if placement is None:
             from scheduler.placement.from_conf import client_from_conf
 
             placement = client_from_conf(conf)
+            placement.on_claim_retry = _count_claim_retry
         if host_manager is None:
             from scheduler.hosts.manager import HostManager
 
             host_manager = HostManager(conf)
         self.placement = placement
-        self.host_manager = host_manager
-        if isinstance(placement, PlacementClient) and placement.on_claim_retry is None:
-            placement.on_claim_retry = _count_claim_retry
+        self.host_manager: HostSource = host_manager
         # the provider view: a ViewRefresher from [placement] view_feed, unless one is given
-        # (False: none); a stand-in Placement (tests) gets none
-        if view is None and (not injected or isinstance(placement, PlacementClient)):
+        # (False: none)
+        if view is None:
             from scheduler.placement.from_conf import view_from_conf
 
             view = view_from_conf(conf, placement)
@@ -140,13 +136,8 @@ class FilterScheduler:
         self.view = self.view_refresher.view if self.view_refresher else None
         # Placement no longer holding an instance's allocation on a compute node ends our
         # consumption of it there (a failed move's pre-check, a delete before the build)
-        release_consumer = getattr(host_manager, "release_consumer", None)
-        if (
-            self.view is not None
-            and release_consumer is not None
-            and hasattr(self.view, "on_consumer_gone")
-        ):
-            self.view.on_consumer_gone = release_consumer
+        if self.view is not None:
+            self.view.on_consumer_gone = host_manager.release_consumer
         self.claimer = Claimer(placement, self.view_refresher, conf, clock=lambda: _clock())
         self.candidates = CandidateSource(
             placement, self.view_refresher, conf, clock=lambda: _clock()
@@ -155,7 +146,7 @@ class FilterScheduler:
         self.deferred_deletes = self.claimer.deferred_deletes
         self.claim_locks = self.claimer.locks
         prefilters.warn_unimplemented_toggles(conf)
-        if self._needs_instance_details() and hasattr(host_manager, "instance_details"):
+        if self._needs_instance_details():
             host_manager.instance_details = True
         LOG.info(
             "Filter scheduler ready: filters %s; weighers %s",
@@ -181,11 +172,9 @@ class FilterScheduler:
     def prepare(self) -> None:
         """Before the service takes requests: load every cell, then keep the cells' service
         rows (heartbeats, enable/disable) current on a thread of their own."""
-        warm_up = getattr(self.host_manager, "warm_up", None)
-        if warm_up is not None:
-            warm_up()
-            self.host_manager.start_refresher()
-            self.warm_up_plugins()
+        self.host_manager.warm_up()
+        self.host_manager.start_refresher()
+        self.warm_up_plugins()
         if self.view_refresher is not None:
             self.view_refresher.start()
 
@@ -224,27 +213,20 @@ class FilterScheduler:
     def update_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
         self.host_manager.instance_tracker.update_instance_info(host_name, instance_uuids)
         # the instances are on that host: no other host counts them any more
-        release = getattr(self.host_manager, "release_moved_instances", None)
-        if release is not None:
-            release(host_name, instance_uuids)
+        self.host_manager.release_moved_instances(host_name, instance_uuids)
 
     def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
         self.host_manager.instance_tracker.delete_instance_info(host_name, instance_uuid)
-        release = getattr(self.host_manager, "release_deleted_instance", None)
-        if release is not None:
-            release(host_name, instance_uuid)
+        self.host_manager.release_deleted_instance(host_name, instance_uuid)
         if self.view is not None:
             # nova deletes an instance's allocations with DELETE /allocations, which leaves
             # the provider's generation as it was: read the host's providers again
-            find = getattr(self.host_manager, "host_states_for", None)
-            if find is not None:
-                self.view.mark_dirty(hs.uuid for hs in find(host_name) if hs.uuid)
+            hosts = self.host_manager.host_states_for(host_name)
+            self.view.mark_dirty(hs.uuid for hs in hosts if hs.uuid)
 
     def sync_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
         self.host_manager.instance_tracker.sync_instance_info(host_name, instance_uuids)
-        release = getattr(self.host_manager, "release_unlisted_instances", None)
-        if release is not None:
-            release(host_name, instance_uuids)
+        self.host_manager.release_unlisted_instances(host_name, instance_uuids)
 
     def select_destinations(
         self,
@@ -384,9 +366,7 @@ class FilterScheduler:
         key the host counts it under (the instance uuid, else one of the host's own)."""
         max_age = getattr(self.conf.scheduler, "consumption_max_age", None) or None
         key = host.consume_from_request(req, instance_uuid, max_age=max_age)
-        track = getattr(self.host_manager, "track_consumption", None)
-        if track is not None:
-            track(host, key)
+        self.host_manager.track_consumption(host, key)
         group = req.instance_group
         if group is not None:
             group.hosts.append(host.host)
@@ -401,12 +381,12 @@ class FilterScheduler:
         # runs alone), then the cells' reads (services, compute-node reports) and, for the
         # provider view, Placement's; the host states and the view's answer take theirs
         # later (_candidates_from_view).
-        self._prefetch(req, cells=False)
+        self.host_manager.prefetch(req, cells=False)
         # nova's request filters read the aggregates per request: ours must include every
         # change committed before the request arrived
         with req.trace.timed("aggregates"):
             self.host_manager.sync_aggregates(req.arrived_at)
-        self._prefetch(req, aggregates=False)
+        self.host_manager.prefetch(req, aggregates=False)
         self.candidates.start_view_check(req)
         try:
             applied = prefilters.process_reqspec(req, self.host_manager, self.conf)
@@ -468,11 +448,6 @@ class FilterScheduler:
                 "no_compute_node",
             )
         return hosts
-
-    def _prefetch(self, req: SchedulingRequest, **what: bool) -> None:
-        prefetch = getattr(self.host_manager, "prefetch", None)
-        if prefetch is not None:
-            prefetch(req, **what)
 
     def _narrow(
         self, req: SchedulingRequest, hosts: list[HostState]
@@ -739,16 +714,7 @@ class FilterScheduler:
         consumers = self.claimer.delete(req)
         # our consumption is void (nova rebuilds its HostStates on the next request; ours
         # are cached): each host counts its last report and the consumptions of others
-        hosts = list(hosts)
         _release_on(hosts, consumers if keys is None else keys, "rollback")
-        if not hasattr(self.host_manager, "track_consumption"):
-            # a host cache of its own (the caching scheduler's) re-reads them later
-            forget = getattr(self.host_manager, "forget_consumption", None)
-            if forget is not None:
-                try:
-                    forget(hosts)
-                except Exception:
-                    LOG.exception("Could not reset the consumption of %d host(s)", len(hosts))
 
     def not_enough_reason(self, req: SchedulingRequest, got: int, wanted: int) -> str:
         """Why fewer hosts than instances were found (see ``not_enough``)."""

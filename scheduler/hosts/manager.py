@@ -1157,14 +1157,6 @@ class HostManager:
                 versions.append(known[1])
         return min(versions) if versions else None
 
-    def forget_consumption(self, host_states: Iterable[HostState]) -> None:
-        """Stop counting every consumption of this scheduler on these HostStates (a rollback
-        that cannot name its instances; a rollback that can releases just those with
-        ``HostState.release_consumption``). No database read: each host keeps its last
-        report as the base of its consumption."""
-        for hs in host_states:
-            hs.release_consumption(None, "rollback")
-
     def track_consumption(self, hs: HostState, key: str) -> None:
         """Remember where the consumption ``key`` (an instance uuid) is counted, so that
         nova's casts, Placement's view and the sweep find it; sweep if one is due."""

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from scheduler.hosts.aggregates import aggregates_matching
+from scheduler.hosts.instances import InstanceTracker
 from scheduler.hosts.state import HostState
 from scheduler.objects import (
     Aggregate,
@@ -198,6 +199,8 @@ class FakeHostManager:
         self.hosts = hosts
         self.aggregates = aggregates or []
         self.calls: list[str] = []
+        self.instance_tracker = InstanceTracker()
+        self.enabled_cells: dict[str, Any] = dict.fromkeys(h.cell_uuid for h in hosts)
 
     def get_host_states_by_uuids(self, compute_uuids, spec=None, *, request_id=None):
         self.calls.append("get_host_states_by_uuids")
@@ -232,3 +235,51 @@ class FakeHostManager:
 
     def stop(self) -> None:
         self.calls.append("stop")
+
+    # the rest of scheduler.drivers.host_source.HostSource: what these tests do not look at
+    instance_details = False
+
+    def host_states_for(self, host, node=None):
+        return [h for h in self.hosts if h.host == host and node in (None, h.nodename)]
+
+    def prefetch(self, spec=None, *, aggregates=True, cells=True) -> None:
+        pass
+
+    def update_aggregates(self, aggregates) -> None:
+        known = {a.uuid: a for a in self.aggregates}
+        known.update((a.uuid, a) for a in aggregates)
+        self.aggregates = list(known.values())
+
+    def delete_aggregate(self, aggregate) -> None:
+        self.aggregates = [a for a in self.aggregates if a.uuid != aggregate.uuid]
+
+    def minimum_compute_version(self):
+        return None
+
+    def track_consumption(self, hs, key) -> None:
+        self.calls.append("track_consumption")
+
+    def release_consumer(self, consumer, compute_uuid) -> None:
+        for hs in self.hosts:
+            if hs.uuid == compute_uuid:
+                hs.release_consumption(consumer, "placement")
+
+    def release_deleted_instance(self, host, instance_uuid) -> int:
+        return sum(
+            hs.release_consumption(instance_uuid, "deleted") for hs in self.host_states_for(host)
+        )
+
+    def release_moved_instances(self, host, instance_uuids) -> int:
+        return 0
+
+    def release_unlisted_instances(self, host, instance_uuids) -> int:
+        return 0
+
+    def warm_up(self) -> int:
+        return len(self.hosts)
+
+    def start_refresher(self) -> None:
+        pass
+
+    def status(self) -> list[dict]:
+        return []

@@ -57,12 +57,11 @@ def chosen(result) -> list[str]:
 
 
 class RecordingHostManager(FakeHostManager):
-    """FakeHostManager that also records the specs it is asked with and the rollbacks."""
+    """FakeHostManager that also records the specs it is asked with."""
 
     def __init__(self, hosts, aggregates=None):
         super().__init__(hosts, aggregates)
         self.specs = []
-        self.forgotten: list[list[str]] = []
         self.enabled_cells = {CELL1: None, CELL2: None}
         self.fail_reads = False
 
@@ -76,9 +75,6 @@ class RecordingHostManager(FakeHostManager):
         if dest is not None and dest.cell_uuid:
             hosts = [h for h in hosts if h.cell_uuid == dest.cell_uuid]
         return hosts
-
-    def forget_consumption(self, host_states):
-        self.forgotten.append(sorted(h.host for h in host_states))
 
     def reads(self) -> int:
         return self.calls.count("get_host_states_by_uuids")
@@ -253,18 +249,25 @@ def test_caching_consumption_is_kept_between_requests():
     assert chosen(select(driver, make_spec(ram_mb=1024), ["i-1"])) == ["host-a"]
 
 
-def test_caching_rollback_rereads_the_hosts_at_the_next_refresh_not_in_the_request():
+def test_caching_rollback_releases_the_requests_consumption_on_the_cached_hosts():
     hosts = [make_host("host-a", ram_mb=4096), make_host("host-b", ram_mb=16384)]
     driver, placement, manager = caching_driver(hosts)
+    other = select(driver, make_spec(ram_mb=2048), ["other-0"])  # another request's
+    (taken,) = [h for h in hosts if h.host == chosen(other)[0]]
+    free_after_other = taken.free_ram_mb
     placement.consumer_errors = {"inst-1": ClaimConflict("conflict")}
     with pytest.raises(NoValidHost):
-        select(driver, make_spec(num_instances=2))
+        select(driver, make_spec(num_instances=2, ram_mb=2048))
     assert placement.deleted == ["inst-0"]
-    assert manager.forgotten == []
+    # the rolled-back instance is no longer counted; the other request's still is, and no
+    # cell was read on the request's path
+    assert taken.free_ram_mb == free_after_other
+    assert sum(h.free_ram_mb for h in hosts) == 4096 + 16384 - 2048
     assert manager.reads() == 1
-    assert hosts[1].updated is None  # its next compute-node report is taken
-    driver.host_manager.refresh()
-    assert manager.forgotten == [["host-b"]]
+    # the next request is served from the cache, released room included
+    select(driver, make_spec(ram_mb=2048), ["next-0"])
+    assert manager.reads() == 1
+    assert sum(h.free_ram_mb for h in hosts) == 4096 + 16384 - 2 * 2048
 
 
 def test_caching_restricts_to_the_requested_cell_from_the_cache():

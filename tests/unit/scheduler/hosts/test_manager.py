@@ -870,23 +870,6 @@ def test_concurrent_requests_while_the_cell_changes(env):
     assert [states[uuids[i]].free_ram_mb for i in range(20)] == list(range(20))
 
 
-def test_forget_consumption_takes_the_database_numbers_again(env):
-    c1 = env.add_cell("cell1")
-    u = env.add_host(c1, "h1")
-    hm = env.manager()
-    (hs,) = hm.get_host_states_by_uuids([u])
-    before = (hs.free_ram_mb, hs.vcpus_used, hs.num_instances)
-    hs.consume_from_request(request_spec())
-    assert (hs.free_ram_mb, hs.vcpus_used, hs.num_instances) != before
-    # nothing changed in the database: an incremental refresh keeps our consumption ...
-    (hs,) = hm.get_host_states_by_uuids([u])
-    assert (hs.free_ram_mb, hs.vcpus_used, hs.num_instances) != before
-    # ... until a rolled-back request tells the manager to forget it
-    hm.forget_consumption([hs])
-    (hs,) = hm.get_host_states_by_uuids([u])
-    assert (hs.free_ram_mb, hs.vcpus_used, hs.num_instances) == before
-
-
 def test_minimum_compute_version_comes_from_the_service_rows(env):
     c1 = env.add_cell("cell1")
     env.add_host(c1, "h1", service={"version": 74})
