@@ -145,15 +145,16 @@ def make_request(kind: str, bench: fleet_mod.BenchFleet, i: int) -> tuple[Reques
 BENCH_CELL_TIMEOUT = 600.0
 
 
-def _driver(bench: fleet_mod.BenchFleet, conf: Any) -> Any:
+def make_driver(api_url: str, conf: Any) -> Any:
+    """A FilterScheduler on the fleet whose API database is ``api_url``, without Placement
+    (the core and memory sections hand the candidates over themselves)."""
     from scheduler.drivers.filter_scheduler import FilterScheduler
     from scheduler.hosts.manager import HostManager
 
     if conf.scheduler.cell_timeout < BENCH_CELL_TIMEOUT:
         conf.set_override("cell_timeout", BENCH_CELL_TIMEOUT, group="scheduler")
 
-    host_manager = HostManager(conf, api_engine=db.get_engine(bench.api_url))
-    # no Placement: the core section hands the candidates over itself
+    host_manager = HostManager(conf, api_engine=db.get_engine(api_url))
     return FilterScheduler(placement=object(), host_manager=host_manager, conf=conf)
 
 
@@ -184,7 +185,7 @@ def measure_size(
     say = progress or (lambda _msg: None)
     bench = fleet_mod.build(size, os.path.join(workdir, f"core-{size}"))
     say(f"core {size}: fleet built in {bench.build_seconds:.1f} s")
-    driver = _driver(bench, conf)
+    driver = make_driver(bench.api_url, conf)
     hm = driver.host_manager
     gc_watch = _GCWatch()
     try:
@@ -237,10 +238,9 @@ def measure_size(
 
         # quiet: no writes for longer than the read window, then one read that sees the last
         # writes; the reads after it find nothing
-        slack = getattr(hm_mod, "_WATERMARK_SLACK", None)
         wait = quiet_seconds
         if wait is None:
-            wait = (slack.total_seconds() if slack is not None else 5.0) + 0.5
+            wait = hm_mod.WATERMARK_SLACK.total_seconds() + 0.5
         time.sleep(wait)
         every = dict.fromkeys(bench.compute_uuids).keys()
         hm.get_host_states_by_uuids(every)

@@ -48,8 +48,6 @@ import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from oslo_messaging import transport as om_transport
-
 import db
 from benchmarks import cpus, placement_seed
 from benchmarks.report import cpu_by_group, judge, percentile, table, target_verdicts
@@ -195,7 +193,7 @@ def scheduler_in_process(cloud: placement_seed.BenchCloud, source: str = "placem
     if source == "view-stale":
         overrides.append(("read_your_writes", False, "scheduler"))
     # oslo.messaging registers control_exchange when it first makes a transport
-    CONF.register_opts(om_transport._transport_opts)
+    placement_seed.register_transport_opts(CONF)
     for name, value, group in overrides:
         CONF.set_override(name, value, group=group)
     with contextlib.ExitStack() as stack:

@@ -1,13 +1,21 @@
-"""Synthetic fleets for the benchmark, written straight into SQLite with bulk inserts.
+"""The benchmarks' fleets: which fleet each section wants, and a fast SQLite writer for it.
 
-``scheduler.demo.fleet.build_fleet`` + ``load_fleet`` also fill Placement and go through
-SQLAlchemy row by row: about 4 s per 10,000 hosts, 40 s at 100,000. The benchmark needs
-only the API and cell databases, so this module writes them with ``sqlite3.executemany``
-(about 1 s per 10,000 hosts, all of it building rows). The schema is nova's, created by
-``db.create_schema``; timestamps use SQLAlchemy's SQLite text format so that the
-scheduler's ``updated_at >= ?`` comparisons work as they do on rows it wrote itself.
+The shape of a fleet (host names, cells, AZ and weigher aggregates, capacities, allocation
+ratios, instances, server groups, heartbeats) is drawn by ``scheduler.demo.fleet.build_fleet``
+for the demo, the tests and the benchmarks alike; this module only describes the benchmark's
+fleets as ``FleetSpec``s and writes them:
 
-The fleet is made so that about half of the hosts pass the default filters for a plain
+- ``core_spec``: the core and memory sections' fleet (one cell), written here into SQLite files
+  by ``build``. ``scheduler.demo.fleet.load_fleet`` writes the same rows through SQLAlchemy
+  row by row and fills Placement (about 4 s per 10,000 hosts for the databases alone); these
+  sections need only the API and cell databases, up to 100,000 hosts, so ``write`` inserts
+  them with ``sqlite3.executemany``. The schema is nova's, created by ``db.create_schema``;
+  timestamps use SQLAlchemy's SQLite text format so that the scheduler's ``updated_at >= ?``
+  comparisons work as they do on rows it wrote itself.
+- ``cloud_spec``: the fleet of the e2e, throughput and view sections, written into MariaDB by
+  ``load_fleet`` and into Placement by SQL (``benchmarks/placement_seed.py``).
+
+The core fleet is made so that about half of the hosts pass the default filters for a plain
 x86_64 request: 8 % of the services are disabled, 7 % are down (never heartbeat), and 40 %
 of the hosts are aarch64, which ImagePropertiesFilter removes for an x86_64 image.
 """
@@ -15,17 +23,22 @@ of the hosts are aarch64, which ImagePropertiesFilter removes for an x86_64 imag
 from __future__ import annotations
 
 import datetime
-import json
+import itertools
 import os
 import random
 import sqlite3
 import time
 import uuid as uuidlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+import sqlalchemy as sa
 from oslo_utils import timeutils
 
 import db
+from db import models
+from scheduler.demo.fleet import INSTANCE_DEFAULTS, Fleet, FleetServerGroup, FleetSpec, build_fleet
 
 # nova's [DEFAULT] report_interval: each nova-compute writes its service row this often
 REPORT_INTERVAL = 10.0
@@ -38,59 +51,77 @@ GPU_FRACTION = 0.1
 AZS = ("az1", "az2", "az3")
 PROJECT_ID = "6f70656e-7374-6163-6b00-70726f6a6563"
 USER_ID = "75736572-0000-4000-8000-000000000001"
+# the compute nodes last wrote their row this long ago: well behind any read window
+QUIET_FOR = datetime.timedelta(minutes=10)
+# the API database's rows (host mappings, aggregates, groups) were made long ago
+_API_ROWS_AGE = datetime.timedelta(days=200)
 
-_VCPUS = (16, 24, 32, 48, 64, 96)
-_CPU_RATIOS = (1.0, 2.0, 4.0, 4.0, 8.0, 16.0)
-_RAM_GIB = (64, 96, 128, 192, 256, 384, 512, 768)
-_RAM_RATIOS = (1.0, 1.0, 1.0, 1.5)
-_DISK_GB = (1000, 2000, 4000, 8000)
-_DISK_RATIOS = (1.0, 1.0, 2.0)
-_HV_VERSIONS = (6002000, 7002000, 8002002)
-_RESERVED_RAM_MB = 512
-# (vcpus, memory_mb, root_gb) of the instances already on the hosts
-_FLAVORS = ((1, 512, 1), (2, 2048, 20), (4, 8192, 40), (8, 16384, 80))
-# (aggregate name, fraction of the hosts, metadata): weigher multipliers per aggregate
-_MULTIPLIER_AGGREGATES = (
-    ("stacking", 0.2, {"ram_weight_multiplier": "-1.0"}),
+# weigher multipliers per aggregate, beside the fleet's "stacking" one (ram -1.0, 20 %)
+_MORE_MULTIPLIER_AGGREGATES = (
     ("cpu-heavy", 0.1, {"cpu_weight_multiplier": "2.0", "disk_weight_multiplier": "0.5"}),
 )
+
+# The cloud's rows carry a clock this far in the past, so that after the first (full) read
+# the scheduler's incremental refresh finds nothing changed (its read window starts 5 s
+# before the previous read); a just-loaded fleet would be re-read for those seconds.
+FLEET_AGE = datetime.timedelta(minutes=5)
+
+
+def core_spec(size: int, cell_uuid: str, seed: int = 0) -> FleetSpec:
+    """The core and memory sections' fleet of ``size`` hosts in one cell: capacities from 6
+    vCPU, 8 RAM and 4 disk sizes, allocation ratios varied per host, 0-6 instances each and
+    a fifth of the hosts nearly full, the mix of disabled, down and aarch64 hosts above, three
+    AZs and two weigher-multiplier aggregates, server groups, ``storage`` and ``gpu`` keys for
+    ComputeCapabilitiesFilter, and heartbeats spread over the report interval."""
+    return FleetSpec(
+        hosts=size,
+        cells=[cell_uuid],
+        seed=seed,
+        disabled_fraction=DISABLED_FRACTION,
+        down_fraction=DOWN_FRACTION,
+        azs=list(AZS),
+        aarch64_fraction=AARCH64_FRACTION,
+        ssd_fraction=SSD_FRACTION,
+        gpu_fraction=GPU_FRACTION,
+        more_multiplier_aggregates=_MORE_MULTIPLIER_AGGREGATES,
+        max_instances_per_host=6,
+        building_fraction=0.1,
+        ram_gib=(64, 96, 128, 192, 256, 384, 512, 768),
+        cpu_ratios=(1.0, 2.0, 4.0, 4.0, 8.0, 16.0),
+        ram_ratios=(1.0, 1.0, 1.0, 1.5),
+        disk_ratios=(1.0, 1.0, 2.0),
+        nearly_full_fraction=0.2,
+        failed_build_fraction=0.02,
+        max_server_groups=50,
+        heartbeat_spread=REPORT_INTERVAL,
+        quiet_for=QUIET_FOR,
+        host_prefix="bench",
+        project_id=PROJECT_ID,
+        user_id=USER_ID,
+        now=timeutils.utcnow(),
+    )
+
+
+def cloud_spec(hosts: int, cell_uuid: str, seed: int = 4) -> FleetSpec:
+    """The e2e, throughput and view sections' fleet: varied capacities and allocation
+    ratios, 5 % disabled and 5 % down services, AZ and multiplier aggregates, SSD/arch
+    traits, a few instances each. Run the scheduler with a ``service_down_time`` longer than
+    ``FLEET_AGE``."""
+    return FleetSpec(
+        now=timeutils.utcnow() - FLEET_AGE,
+        hosts=hosts,
+        cells=[cell_uuid],
+        seed=seed,
+        disabled_fraction=0.05,
+        down_fraction=0.05,
+        max_instances_per_host=2,
+        host_prefix="bench",
+    )
 
 
 def _ts(value: datetime.datetime) -> str:
     # SQLAlchemy's SQLite DateTime storage format (always with microseconds)
-    return value.strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def _cpu_info(arch: str, vcpus: int) -> str:
-    sockets = 2 if vcpus >= 32 else 1
-    return json.dumps(
-        {
-            "arch": arch,
-            "model": "Cascadelake-Server" if arch == "x86_64" else "Neoverse-N1",
-            "vendor": "Intel" if arch == "x86_64" else "ARM",
-            "topology": {
-                "cells": sockets,
-                "sockets": sockets,
-                "cores": max(1, vcpus // (2 * sockets)),
-                "threads": 2,
-            },
-            "features": (
-                ["avx", "avx2", "sse4.2", "aes", "vmx"]
-                if arch == "x86_64"
-                else ["fp", "asimd", "aes", "sha2"]
-            ),
-        }
-    )
-
-
-@dataclass(slots=True)
-class ServerGroup:
-    """A server group of the fleet: its members' instances live on ``hosts``."""
-
-    uuid: str
-    policy: str
-    members: list[str]
-    hosts: list[str]
+    return value.isoformat(" ", "microseconds")
 
 
 @dataclass
@@ -105,7 +136,7 @@ class BenchFleet:
     compute_uuids: list[str]
     hosts: list[str]
     az_members: dict[str, list[str]]  # az -> compute uuids
-    groups: list[ServerGroup]
+    groups: list[FleetServerGroup]
     up_hosts: list[str]  # services that heartbeat (not the down ones)
     disabled_hosts: set[str]
     down_hosts: set[str]
@@ -189,14 +220,33 @@ class BenchFleet:
             self._conn = None
 
 
+def _cell_uuid(seed: int) -> str:
+    # the cell's uuid comes from the seed too, so that a seed names the same cell every run
+    return str(uuidlib.UUID(int=random.Random(seed).getrandbits(128), version=4))
+
+
 def build(size: int, directory: str, *, seed: int = 0) -> BenchFleet:
-    """Write a fleet of ``size`` compute nodes (one cell) into SQLite files in ``directory``."""
+    """Write the core fleet of ``size`` compute nodes (one cell) into SQLite files in
+    ``directory``; the same size and seed give the same fleet."""
     if size < 1:
         raise ValueError(f"size must be at least 1, not {size}")
     started = time.perf_counter()
+    bench = write(build_fleet(core_spec(size, _cell_uuid(seed), seed)), directory)
+    bench.build_seconds = time.perf_counter() - started
+    return bench
+
+
+def write(fleet: Fleet, directory: str) -> BenchFleet:
+    """Write ``fleet`` (one cell) into ``api.db`` and ``cell1.db`` in ``directory``, replacing
+    what was there, and return the handles the benchmark changes it through.
+
+    The rows' times move with the clock: the fleet's ``now`` becomes the moment of writing,
+    so that its heartbeats are as recent as the spec says however long drawing 100,000 hosts
+    took (a fleet without ``now`` in its spec is written as drawn)."""
+    if len(fleet.spec.cells) != 1:
+        raise ValueError(f"the SQLite writer takes a fleet of one cell, not {fleet.spec.cells}")
+    [cell_uuid] = fleet.spec.cells
     os.makedirs(directory, exist_ok=True)
-    rng = random.Random(seed)
-    now = timeutils.utcnow()
     api_path = os.path.join(directory, "api.db")
     cell_path = os.path.join(directory, "cell1.db")
     for path in (api_path, cell_path):
@@ -206,267 +256,174 @@ def build(size: int, directory: str, *, seed: int = 0) -> BenchFleet:
     api_url, cell_url = f"sqlite:///{api_path}", f"sqlite:///{cell_path}"
     db.create_schema(api_url, "api")
     db.create_schema(cell_url, "cell")
-    cell_uuid = str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
     db.create_cell_mapping(
         db.get_engine(api_url), name="cell1", database_connection=cell_url, uuid=cell_uuid
     )
+    _write_cell(cell_path, fleet, cell_uuid)
+    _write_api(api_path, fleet, cell_uuid)
 
-    def new_uuid() -> str:
-        return str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
-
-    width = max(5, len(str(size)))
-    hosts = [f"bench-{i:0{width}d}" for i in range(size)]
-    disabled = set(rng.sample(hosts, round(size * DISABLED_FRACTION)))
-    down = set(rng.sample(hosts, round(size * DOWN_FRACTION)))
-    aarch64 = set(rng.sample(hosts, round(size * AARCH64_FRACTION)))
-    cpu_infos = {(a, v): _cpu_info(a, v) for a in ("x86_64", "aarch64") for v in _VCPUS}
-    supported = {a: json.dumps([[a, "kvm", "hvm"]]) for a in ("x86_64", "aarch64")}
-
-    service_rows, node_rows, instance_rows = [], [], []
-    instances_of: dict[str, list[str]] = {}
-    compute_uuids = []
-    old = _ts(now - datetime.timedelta(days=200))
-    # compute nodes last wrote their row a while ago: well behind any read window
-    node_written = _ts(now - datetime.timedelta(minutes=10))
-    for index, host in enumerate(hosts):
-        service_id = index + 1
-        is_down = host in down
-        if is_down:
-            seen = _ts(now - datetime.timedelta(hours=rng.randint(2, 72)))
-        else:
-            # heartbeats spread over the last report interval, as in a live fleet
-            seen = _ts(now - datetime.timedelta(seconds=rng.uniform(0, REPORT_INTERVAL)))
-        service_rows.append(
-            (
-                service_id,
-                new_uuid(),
-                host,
-                "nova-compute",
-                "compute",
-                0 if is_down else rng.randint(1000, 100000),
-                1 if host in disabled else 0,
-                "bench: maintenance" if host in disabled else None,
-                seen,
-                0,
-                74,
-                old,
-                seen,
-                None,
-                0,
-            )
-        )
-        arch = "aarch64" if host in aarch64 else "x86_64"
-        vcpus = rng.choice(_VCPUS)
-        cpu_ratio = rng.choice(_CPU_RATIOS)
-        memory_mb = rng.choice(_RAM_GIB) * 1024
-        ram_ratio = rng.choice(_RAM_RATIOS)
-        local_gb = rng.choice(_DISK_GB)
-        disk_ratio = rng.choice(_DISK_RATIOS)
-        n_inst = rng.randint(0, 6)
-        used_vcpus = used_ram = used_disk = 0
-        uuids = []
-        busy = 0
-        for _ in range(n_inst):
-            f_vcpus, f_ram, f_disk = rng.choice(_FLAVORS)
-            inst_uuid = new_uuid()
-            uuids.append(inst_uuid)
-            used_vcpus += f_vcpus
-            used_ram += f_ram
-            used_disk += f_disk
-            building = rng.random() < 0.1
-            busy += building
-            instance_rows.append(
-                (
-                    inst_uuid,
-                    USER_ID,
-                    PROJECT_ID,
-                    "building" if building else "active",
-                    "spawning" if building else None,
-                    f_ram,
-                    f_vcpus,
-                    f_disk,
-                    host,
-                    host,
-                    AZS[index % len(AZS)],
-                    old,
-                    0,
-                    0,
-                    0,
-                )
-            )
-        instances_of[host] = uuids
-        # some hosts are nearly full, so the RAM/CPU/disk weighers have something to sort
-        if rng.random() < 0.2:
-            used_ram = int(memory_mb * rng.uniform(0.6, 0.95))
-            used_vcpus = int(vcpus * cpu_ratio * rng.uniform(0.5, 0.9))
-        ram_used = _RESERVED_RAM_MB + used_ram
-        stats = {
-            "num_instances": str(n_inst),
-            "num_vm_active": str(n_inst - busy),
-            "num_vm_building": str(busy),
-            "num_task_None": str(n_inst - busy),
-            "num_task_spawning": str(busy),
-            "num_os_type_linux": str(n_inst),
-            f"num_proj_{PROJECT_ID}": str(n_inst),
-            "io_workload": str(busy),
-            "failed_builds": str(1 if rng.random() < 0.02 else 0),
-            # what ComputeCapabilitiesFilter matches with capabilities:<key> extra specs
-            "storage": "ssd" if rng.random() < SSD_FRACTION else "hdd",
-            "gpu": "a100" if rng.random() < GPU_FRACTION else "none",
-            "rack": f"r{index // 40:04d}",
-        }
-        cn_uuid = new_uuid()
-        compute_uuids.append(cn_uuid)
-        node_rows.append(
-            (
-                service_id,
-                host,
-                cn_uuid,
-                vcpus,
-                memory_mb,
-                local_gb,
-                used_vcpus,
-                ram_used,
-                used_disk,
-                "QEMU",
-                rng.choice(_HV_VERSIONS),
-                host,
-                memory_mb - ram_used,
-                local_gb - used_disk,
-                busy,
-                n_inst,
-                cpu_infos[(arch, vcpus)],
-                local_gb - used_disk,
-                f"10.{index // 65536 % 256}.{index // 256 % 256}.{index % 256}",
-                supported[arch],
-                "[]",
-                None,
-                None,
-                json.dumps(stats),
-                None,
-                ram_ratio,
-                cpu_ratio,
-                disk_ratio,
-                1,
-                old,
-                node_written,
-                None,
-                0,
-            )
-        )
-
-    # server groups: a few members each, on distinct hosts
-    groups: list[ServerGroup] = []
-    for g in range(max(1, min(50, size // 20))):
-        members = rng.sample(hosts, min(len(hosts), rng.randint(2, 8)))
-        group = ServerGroup(
-            new_uuid(), "anti-affinity" if g % 2 == 0 else "affinity", [], list(members)
-        )
-        for host in members:
-            inst_uuid = new_uuid()
-            group.members.append(inst_uuid)
-            instances_of[host].append(inst_uuid)
-            instance_rows.append(
-                (inst_uuid, USER_ID, PROJECT_ID, "active", None, 2048, 2, 20, host, host,
-                 None, old, 0, 0, 0)
-            )  # fmt: skip
-        groups.append(group)
-
-    cell = sqlite3.connect(cell_path, isolation_level=None, timeout=30)
-    try:
-        cell.execute("BEGIN")
-        cell.executemany(
-            "INSERT INTO services (id, uuid, host, binary, topic, report_count, disabled, "
-            "disabled_reason, last_seen_up, forced_down, version, created_at, updated_at, "
-            "deleted_at, deleted) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            service_rows,
-        )
-        cell.executemany(
-            "INSERT INTO compute_nodes (service_id, host, uuid, vcpus, memory_mb, local_gb, "
-            "vcpus_used, memory_mb_used, local_gb_used, hypervisor_type, hypervisor_version, "
-            "hypervisor_hostname, free_ram_mb, free_disk_gb, current_workload, running_vms, "
-            "cpu_info, disk_available_least, host_ip, supported_instances, metrics, pci_stats, "
-            "extra_resources, stats, numa_topology, ram_allocation_ratio, cpu_allocation_ratio, "
-            "disk_allocation_ratio, mapped, created_at, updated_at, deleted_at, deleted) "
-            "VALUES (" + ",".join("?" * 33) + ")",
-            node_rows,
-        )
-        cell.executemany(
-            "INSERT INTO instances (uuid, user_id, project_id, vm_state, task_state, memory_mb, "
-            "vcpus, root_gb, host, node, availability_zone, created_at, deleted, cleaned, "
-            "locked) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            instance_rows,
-        )
-        cell.execute("COMMIT")
-        cell.execute("ANALYZE")
-    finally:
-        cell.close()
-
-    az_members: dict[str, list[str]] = {az: [] for az in AZS}
-    aggregates: list[tuple[str, list[str], dict[str, str]]] = []
-    for i, az in enumerate(AZS):
-        members = hosts[i :: len(AZS)]
-        az_members[az] = compute_uuids[i :: len(AZS)]
-        aggregates.append((az, members, {"availability_zone": az}))
-    for name, fraction, metadata in _MULTIPLIER_AGGREGATES:
-        aggregates.append((name, sorted(rng.sample(hosts, round(size * fraction))), metadata))
-    api = sqlite3.connect(api_path, isolation_level=None, timeout=30)
-    try:
-        api.execute("BEGIN")
-        cell_id = api.execute(
-            "SELECT id FROM cell_mappings WHERE uuid = ?", (cell_uuid,)
-        ).fetchone()
-        api.executemany(
-            "INSERT INTO host_mappings (cell_id, host, created_at) VALUES (?,?,?)",
-            [(cell_id[0], h, old) for h in hosts],
-        )
-        for agg_id, (name, members, metadata) in enumerate(aggregates, start=1):
-            api.execute(
-                "INSERT INTO aggregates (id, uuid, name, created_at) VALUES (?,?,?,?)",
-                (agg_id, new_uuid(), name, old),
-            )
-            api.executemany(
-                "INSERT INTO aggregate_hosts (host, aggregate_id, created_at) VALUES (?,?,?)",
-                [(h, agg_id, old) for h in members],
-            )
-            api.executemany(
-                "INSERT INTO aggregate_metadata (aggregate_id, key, value, created_at) "
-                "VALUES (?,?,?,?)",
-                [(agg_id, k, v, old) for k, v in metadata.items()],
-            )
-        for group_id, group in enumerate(groups, start=1):
-            api.execute(
-                "INSERT INTO instance_groups (id, user_id, project_id, uuid, name, created_at) "
-                "VALUES (?,?,?,?,?,?)",
-                (group_id, USER_ID, PROJECT_ID, group.uuid, f"group-{group_id}", old),
-            )
-            api.execute(
-                "INSERT INTO instance_group_policy (policy, group_id, created_at) VALUES (?,?,?)",
-                (group.policy, group_id, old),
-            )
-            api.executemany(
-                "INSERT INTO instance_group_member (instance_uuid, group_id, created_at) "
-                "VALUES (?,?,?)",
-                [(m, group_id, old) for m in group.members],
-            )
-        api.execute("COMMIT")
-    finally:
-        api.close()
-
+    nodes = fleet.compute_nodes[cell_uuid]
+    compute_uuid = {n["host"]: n["uuid"] for n in nodes}
+    az_members = {
+        agg.metadata["availability_zone"]: [compute_uuid[h] for h in agg.hosts]
+        for agg in fleet.aggregates
+        if "availability_zone" in agg.metadata
+    }
+    hosts = fleet.hosts
+    instances_by_host: dict[str, list[str]] = {h: [] for h in hosts}
+    for row in fleet.instances[cell_uuid]:
+        if row["deleted_at"] is None:
+            instances_by_host[row["host"]].append(row["uuid"])
     return BenchFleet(
-        size=size,
+        size=len(hosts),
         directory=directory,
         api_url=api_url,
         cell_url=cell_url,
         cell_uuid=cell_uuid,
-        compute_uuids=compute_uuids,
+        compute_uuids=[n["uuid"] for n in nodes],
         hosts=hosts,
         az_members=az_members,
-        groups=groups,
-        up_hosts=[h for h in hosts if h not in down],
-        disabled_hosts=disabled,
-        down_hosts=down,
-        aarch64_hosts=aarch64,
-        instances_by_host=instances_of,
-        build_seconds=time.perf_counter() - started,
+        groups=fleet.server_groups,
+        up_hosts=[h for h in hosts if h not in fleet.down_hosts],
+        disabled_hosts=fleet.disabled_hosts,
+        down_hosts=fleet.down_hosts,
+        aarch64_hosts=fleet.aarch64_hosts,
+        instances_by_host=instances_by_host,
     )
+
+
+def _datetime_columns(table: sa.Table) -> frozenset[str]:
+    return frozenset(c.name for c in table.columns if isinstance(c.type, sa.DateTime))
+
+
+def _columns(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """Every key of ``rows``, in the order they first appear (rows may leave some out)."""
+    return list(dict.fromkeys(itertools.chain.from_iterable(rows)))
+
+
+def _values(
+    rows: list[dict[str, Any]],
+    columns: list[str],
+    table: sa.Table,
+    shift: datetime.timedelta,
+    extra: tuple[Any, ...] = (),
+) -> list[list[Any]]:
+    """``rows`` as lists of ``columns``' values (NULL where a row has none) followed by
+    ``extra``, the datetimes moved by ``shift`` and as SQLAlchemy stores them."""
+    times = [i for i, c in enumerate(columns) if c in _datetime_columns(table)]
+    text: dict[datetime.datetime, str] = {}  # most rows share their times with others
+    out = []
+    for row in rows:
+        values = [*map(row.get, columns), *extra]
+        for i in times:
+            value = values[i]
+            if value is not None:
+                values[i] = text.get(value) or text.setdefault(value, _ts(value + shift))
+        out.append(values)
+    return out
+
+
+def _insert(
+    conn: sqlite3.Connection, table: sa.Table, columns: list[str], rows: list[list[Any]]
+) -> None:
+    """A bulk load: the table's indexes are dropped and made again over all the rows at
+    once, about twice as fast as keeping the instances' ten indexes current row by row."""
+    if not rows:
+        return
+    indexes = conn.execute(
+        "SELECT name, sql FROM sqlite_master "
+        "WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+        (table.name,),
+    ).fetchall()
+    for name, _ in indexes:
+        conn.execute(f'DROP INDEX "{name}"')
+    conn.executemany(
+        f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+        rows,
+    )
+    for _, sql in indexes:
+        conn.execute(sql)
+
+
+# the page cache of the writer's connection (KiB): the uniqueness indexes of 100,000 hosts'
+# rows are written in random order
+_WRITE_CACHE = "PRAGMA cache_size = -262144"
+
+
+def _write_cell(cell_path: str, fleet: Fleet, cell_uuid: str) -> None:
+    services = fleet.services[cell_uuid]
+    # the services take the ids 1..n in host order; their compute nodes point at them
+    service_id = {row["host"]: number for number, row in enumerate(services, start=1)}
+    nodes = [
+        dict(row, service_id=service_id[row["host"]]) for row in fleet.compute_nodes[cell_uuid]
+    ]
+    instances = fleet.instances[cell_uuid]
+    drawn_at = fleet.spec.now
+    shift = timeutils.utcnow() - drawn_at if drawn_at else datetime.timedelta(0)
+    conn = sqlite3.connect(cell_path, isolation_level=None, timeout=30)
+    try:
+        conn.execute(_WRITE_CACHE)
+        conn.execute("BEGIN")
+        columns = ["id", *_columns(services)]
+        rows = _values(services, columns[1:], models.services, shift)
+        _insert(conn, models.services, columns, [[n, *r] for n, r in enumerate(rows, start=1)])
+        columns = _columns(nodes)
+        rows = _values(nodes, columns, models.compute_nodes, shift)
+        _insert(conn, models.compute_nodes, columns, rows)
+        columns = _columns(instances)
+        defaults = {k: v for k, v in INSTANCE_DEFAULTS.items() if k not in columns}
+        rows = _values(instances, columns, models.instances, shift, tuple(defaults.values()))
+        _insert(conn, models.instances, [*columns, *defaults], rows)
+        # nova soft-deletes by writing the row's own id into ``deleted``
+        conn.execute("UPDATE instances SET deleted = id WHERE deleted_at IS NOT NULL")
+        conn.execute("COMMIT")
+        conn.execute("ANALYZE")
+    finally:
+        conn.close()
+
+
+def _write_api(api_path: str, fleet: Fleet, cell_uuid: str) -> None:
+    made = _ts(timeutils.utcnow() - _API_ROWS_AGE)
+    conn = sqlite3.connect(api_path, isolation_level=None, timeout=30)
+    try:
+        conn.execute("BEGIN")
+        (cell_id,) = conn.execute(
+            "SELECT id FROM cell_mappings WHERE uuid = ?", (cell_uuid,)
+        ).fetchone()
+        conn.executemany(
+            "INSERT INTO host_mappings (cell_id, host, created_at) VALUES (?,?,?)",
+            [(cell_id, h, made) for h in fleet.hosts],
+        )
+        for agg_id, agg in enumerate(fleet.aggregates, start=1):
+            conn.execute(
+                "INSERT INTO aggregates (id, uuid, name, created_at) VALUES (?,?,?,?)",
+                (agg_id, agg.uuid, agg.name, made),
+            )
+            conn.executemany(
+                "INSERT INTO aggregate_hosts (host, aggregate_id, created_at) VALUES (?,?,?)",
+                [(h, agg_id, made) for h in agg.hosts],
+            )
+            conn.executemany(
+                "INSERT INTO aggregate_metadata (aggregate_id, key, value, created_at) "
+                "VALUES (?,?,?,?)",
+                [(agg_id, k, v, made) for k, v in agg.metadata.items()],
+            )
+        spec = fleet.spec
+        for group_id, group in enumerate(fleet.server_groups, start=1):
+            conn.execute(
+                "INSERT INTO instance_groups (id, user_id, project_id, uuid, name, created_at) "
+                "VALUES (?,?,?,?,?,?)",
+                (group_id, spec.user_id, spec.project_id, group.uuid, f"group-{group_id}", made),
+            )
+            conn.execute(
+                "INSERT INTO instance_group_policy (policy, group_id, created_at) VALUES (?,?,?)",
+                (group.policy, group_id, made),
+            )
+            conn.executemany(
+                "INSERT INTO instance_group_member (instance_uuid, group_id, created_at) "
+                "VALUES (?,?,?)",
+                [(m, group_id, made) for m in group.members],
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()

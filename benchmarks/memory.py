@@ -46,22 +46,7 @@ def _child(api_url: str, requests: int) -> dict[str, Any]:
     core.ensure_conf(CONF)
     gc.collect()
     baseline = read_status_mb()
-    bench = fleet_mod.BenchFleet(
-        size=0,
-        directory="",
-        api_url=api_url,
-        cell_url="",
-        cell_uuid="",
-        compute_uuids=[],
-        hosts=[],
-        az_members={},
-        groups=[],
-        up_hosts=[],
-        disabled_hosts=set(),
-        down_hosts=set(),
-        aarch64_hosts=set(),
-    )
-    driver = core._driver(bench, CONF)
+    driver = core.make_driver(api_url, CONF)
     t0 = time.perf_counter()
     hosts = driver.host_manager.get_host_states_by_uuids(None)
     load_s = time.perf_counter() - t0

@@ -17,7 +17,6 @@ databases dropped) on the ExitStack.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import socket
 import time
 import uuid as uuidlib
@@ -26,13 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from oslo_config import cfg
+from oslo_messaging import opts as om_opts
 from oslo_utils import timeutils
 
 import db
 import db.api
+from benchmarks import fleet as bench_fleet
 from scheduler.demo import fleet as fleet_mod
 from scheduler.demo.embedded_placement import EmbeddedPlacement
 from scheduler.placement.api import PlacementClient
+from scheduler.rpc import transport as rpc
 
 MARIADB_SERVER = "mysql+pymysql://root@127.0.0.1:3306/?charset=utf8mb4"
 RABBIT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
@@ -54,6 +57,24 @@ def require_rabbit(host: str = "127.0.0.1", port: int = 5672) -> None:
         raise BenchSetupError(
             f"RabbitMQ is not listening on {host}:{port} ({exc}); run scripts/ensure-services.sh"
         ) from exc
+
+
+# the [DEFAULT] options oslo.messaging registers when it first makes a transport
+TRANSPORT_OPTS = ("transport_url", "control_exchange")
+
+
+def register_transport_opts(conf: cfg.ConfigOpts) -> None:
+    """Register ``transport_url`` and ``control_exchange`` before any transport exists, so
+    that a run can override them (the transport reads ``control_exchange`` when it is made).
+
+    oslo.messaging lists its options publicly (``oslo_messaging.opts.list_opts``, what the
+    sample-config generator reads) as copies; a copy registers as the same option as the one
+    the transport registers later if their defaults agree, so nova's control exchange is made
+    the default first, as ``scheduler.rpc.transport`` does before every transport."""
+    rpc.set_defaults()
+    for group, opts in om_opts.list_opts():
+        if group is None:
+            conf.register_opts([opt for opt in opts if opt.dest in TRANSPORT_OPTS])
 
 
 # --------------------------------------------------------------------------- Placement
@@ -446,32 +467,10 @@ class BenchCloud:
     @property
     def placement_pid(self) -> int:
         """The gunicorn master's pid: Placement's CPU is that process tree's."""
-        proc = self.placement_service._proc
-        if proc is None:
+        pid = self.placement_service.pid
+        if pid is None:
             raise BenchSetupError("Placement does not run as a process")
-        return proc.pid
-
-
-# The fleet's rows carry a clock this far in the past, so that after the first (full) read
-# the scheduler's incremental refresh finds nothing changed (its read window starts 5 s
-# before the previous read); a just-loaded fleet would be re-read for those seconds.
-FLEET_AGE = datetime.timedelta(minutes=5)
-
-
-def bench_fleet_spec(hosts: int, cell_uuid: str, seed: int = 4) -> fleet_mod.FleetSpec:
-    """The benchmark's fleet: varied capacities and allocation ratios, 5 % disabled and 5 %
-    down services, AZ and multiplier aggregates, SSD/arch traits, a few instances each.
-    Run the scheduler with a ``service_down_time`` longer than ``FLEET_AGE``."""
-    return fleet_mod.FleetSpec(
-        now=timeutils.utcnow() - FLEET_AGE,
-        hosts=hosts,
-        cells=[cell_uuid],
-        seed=seed,
-        disabled_fraction=0.05,
-        down_fraction=0.05,
-        max_instances_per_host=2,
-        host_prefix="bench",
-    )
+        return pid
 
 
 def bench_cloud(hosts: int, stack: contextlib.ExitStack, *, seed: int = 4) -> BenchCloud:
@@ -493,7 +492,7 @@ def bench_cloud(hosts: int, stack: contextlib.ExitStack, *, seed: int = 4) -> Be
     placement_service.start()
     placement = PlacementClient(placement_service.url, retry_backoff=0.05)
 
-    fleet = fleet_mod.build_fleet(bench_fleet_spec(hosts, cell["uuid"], seed))
+    fleet = fleet_mod.build_fleet(bench_fleet.cloud_spec(hosts, cell["uuid"], seed))
     cell_engine = db.get_engine(cell_url)
     fleet_mod.load_fleet(fleet, api, {cell["uuid"]: cell_engine}, None)
     t1 = time.perf_counter()

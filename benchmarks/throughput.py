@@ -40,8 +40,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from oslo_messaging import transport as om_transport
-
 import db
 from benchmarks import placement_seed
 from benchmarks.e2e import quiet_logging
@@ -139,7 +137,7 @@ def write_conf(
         "[DEFAULT]\n"
         f"transport_url = {url}\n"
         f"host = bench-throughput-{workers}\n"
-        # the fleet is not heart-beating (see placement_seed.FLEET_AGE)
+        # the fleet is not heart-beating (see benchmarks.fleet.FLEET_AGE)
         "service_down_time = 86400\n"
         "[api_database]\n"
         f"connection = {cloud.api_url}\n"
@@ -308,7 +306,7 @@ def run_once(
             offset = placement_log.stat().st_size if placement_log.exists() else 0
             roots = {
                 "schedulers": proc.pid,
-                "placement": cloud.placement_service._proc.pid,
+                "placement": cloud.placement_pid,
             }
             comms = {"mariadb": "mariadbd", "rabbitmq": "beam.smp"}
             # this process alone (Placement and the schedulers are its children)
@@ -422,7 +420,7 @@ def run(
             "requests_per_conductor": per_conductor,
         }
     )
-    CONF.register_opts(om_transport._transport_opts)
+    placement_seed.register_transport_opts(CONF)
     for size in sizes:
         with contextlib.ExitStack() as stack:
             stack.enter_context(quiet_logging())

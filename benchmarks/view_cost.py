@@ -2,7 +2,7 @@
 
 For each size N a fresh Placement 16 on MariaDB (``placement_seed.MariaDBPlacement``: gunicorn,
 2 sync workers, ``allocation_conflict_retry_count = 1``), seeded by SQL with N providers of the
-benchmark fleet (``placement_seed.bench_fleet_spec`` with up to ``MAX_INSTANCES`` existing
+benchmark fleet (``benchmarks.fleet.cloud_spec`` with up to ``MAX_INSTANCES`` existing
 instances per provider: about 2 consumers and 6 allocation rows per provider on average). The
 fleet is built and seeded in a child process, so that this process holds nothing but the view.
 
@@ -105,10 +105,11 @@ _TICK = os.sysconf("SC_CLK_TCK")
 def _seed_child(hosts: int, db_url: str, placement_url: str, seed: int) -> dict[str, Any]:
     """Build the fleet and seed Placement (in a child process: the fleet's rows take about
     6 KB a provider, which would stay in this process's RSS)."""
+    from benchmarks import fleet as bench_fleet
     from scheduler.demo import fleet as fleet_mod
 
     t0 = time.perf_counter()
-    spec = placement_seed.bench_fleet_spec(hosts, "view-cost-cell", seed)
+    spec = bench_fleet.cloud_spec(hosts, "view-cost-cell", seed)
     spec.max_instances_per_host = MAX_INSTANCES
     fleet = fleet_mod.build_fleet(spec)
     built = time.perf_counter() - t0
@@ -150,7 +151,7 @@ class Cloud:
         self.seeded = seeded
         self.setup_s = time.perf_counter() - t0
         self.client = PlacementClient(self.url, retry_backoff=0.05)
-        self.pid = self.service._proc.pid if self.service._proc else 0
+        self.pid = self.service.pid or 0
         self.meter = Meter(self.pid, self.db_name)
         stack.callback(self.meter.close)
 

@@ -91,6 +91,12 @@ class EmbeddedPlacement:
         return self._url
 
     @property
+    def pid(self) -> int | None:
+        """The gunicorn master's pid while Placement runs as a process (its workers are the
+        master's children: a CPU meter sums that tree), else None (thread mode, stopped)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def conf_path(self) -> Path:
         assert self.run_dir is not None
         return self.run_dir / "placement.conf"

@@ -2,10 +2,15 @@
 
 ``build_fleet(spec)`` is pure and deterministic for a seed: it returns the cell-database
 rows (services, compute nodes, instances), the API-database rows (aggregates with AZ and
-weight-multiplier metadata, host mappings) and the Placement side (providers with
-inventories, traits and aggregates; allocations of the existing instances) of a fleet that
-looks like what nova's computes report. ``load_fleet`` writes it into real databases and
-a real Placement. Used by ``novasched-manage fleet load``, the demo, tests and benchmarks.
+weight-multiplier metadata, host mappings, server groups) and the Placement side (providers
+with inventories, traits and aggregates; allocations of the existing instances) of a fleet
+that looks like what nova's computes report.
+
+This is the one place a fleet's shape is drawn: ``novasched-manage fleet load``, the demo,
+the tests and the benchmarks describe the fleet they want as a ``FleetSpec`` and write what
+``build_fleet`` returns. The writers differ: ``load_fleet`` here goes through SQLAlchemy and
+Placement's API; the benchmarks write the same rows with SQLite bulk inserts
+(``benchmarks/fleet.py``) and Placement's rows by SQL (``benchmarks/placement_seed.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ import datetime
 import json
 import logging
 import random
-import uuid as uuidlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,8 +40,6 @@ RESERVED_HOST_MEMORY_MB = 512
 CUSTOM_TRAITS = ["CUSTOM_SSD"]
 
 _VCPUS = [16, 24, 32, 48, 64, 96]
-_CPU_RATIOS = [4.0, 4.0, 4.0, 16.0, 16.0, 1.0]
-_RAM_GIB = [64, 96, 128, 192, 256, 384, 512]
 _DISK_GB = [1000, 2000, 4000, 8000]
 _HV_VERSIONS = [6002000, 7002000, 8002002]
 # (vcpus, memory_mb, root_gb, name): the flavors the existing instances were booted with
@@ -47,6 +49,8 @@ _FLAVORS = [
     (4, 8192, 40, "m1.medium"),
     (8, 16384, 80, "m1.large"),
 ]
+# the flavor of a server group's member instances
+_GROUP_FLAVOR = _FLAVORS[1]
 _X86_FEATURES = ["avx", "avx2", "sse4.2", "aes", "vmx", "pdpe1gb"]
 _X86_TRAITS = [
     "HW_ARCH_X86_64",
@@ -107,7 +111,33 @@ class FleetSpec:
     multiplier_metadata: dict[str, str] = field(
         default_factory=lambda: {"ram_weight_multiplier": "-1.0"}
     )
+    # more weigher-override aggregates: (name, fraction of the hosts, metadata)
+    more_multiplier_aggregates: tuple[tuple[str, float, dict[str, str]], ...] = ()
     max_instances_per_host: int = 4
+    # share of the existing instances still building (vm_state building, task spawning)
+    building_fraction: float = 0.15
+    # per host, each capacity and allocation ratio is drawn from these (one value: no draw)
+    ram_gib: tuple[int, ...] = (64, 96, 128, 192, 256, 384, 512)
+    cpu_ratios: tuple[float, ...] = (4.0, 4.0, 4.0, 16.0, 16.0, 1.0)
+    ram_ratios: tuple[float, ...] = (1.0,)
+    disk_ratios: tuple[float, ...] = (1.0,)
+    # hosts whose stats say gpu=a100, the others gpu=none (at 0 the key is left out)
+    gpu_fraction: float = 0.0
+    # hosts whose compute node reports more use than their instances (60-95 % of the RAM,
+    # 50-90 % of the vCPUs), so that the weighers have something to sort; Placement's
+    # allocations stay those of the instances
+    nearly_full_fraction: float = 0.0
+    # hosts with one failed build in their stats (BuildFailureWeigher)
+    failed_build_fraction: float = 0.0
+    # server groups, alternately anti-affinity and affinity: one per 20 hosts and at most
+    # this many, each with a member instance on 2-8 hosts
+    max_server_groups: int = 0
+    # a live cell: the up services' last heartbeats are spread over this many seconds
+    # before ``now`` (0: all at ``now``)
+    heartbeat_spread: float = 0.0
+    # the fleet has been quiet this long before ``now``: the compute nodes' reports, the
+    # instances and the down services' rows were last written then (heartbeats are newer)
+    quiet_for: datetime.timedelta = datetime.timedelta(0)
     host_prefix: str = "compute"
     project_id: str = "6f70656e-7374-6163-6b00-70726f6a6563"
     user_id: str = "75736572-0000-4000-8000-000000000001"
@@ -126,12 +156,26 @@ class FleetSpec:
             "aarch64_fraction",
             "ssd_fraction",
             "multiplier_fraction",
+            "building_fraction",
+            "gpu_fraction",
+            "nearly_full_fraction",
+            "failed_build_fraction",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, not {value}")
-        if self.max_instances_per_host < 0:
-            raise ValueError("max_instances_per_host must not be negative")
+        for name, fraction, _ in self.more_multiplier_aggregates:
+            if not 0.0 <= fraction <= 1.0:
+                raise ValueError(f"aggregate {name}: fraction must be between 0 and 1")
+        for name in ("ram_gib", "cpu_ratios", "ram_ratios", "disk_ratios"):
+            values = getattr(self, name)
+            if not values or min(values) <= 0:
+                raise ValueError(f"{name} must hold positive values, not {values!r}")
+        for name in ("max_instances_per_host", "max_server_groups", "heartbeat_spread"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+        if self.quiet_for < datetime.timedelta(0):
+            raise ValueError("quiet_for must not be negative")
         if not self.host_prefix:
             raise ValueError("host_prefix must not be empty")
 
@@ -144,6 +188,16 @@ class FleetAggregate:
     name: str
     hosts: list[str]
     metadata: dict[str, str]
+
+
+@dataclass(slots=True)
+class FleetServerGroup:
+    """A server group of the fleet: ``members`` are its instances, one on each of ``hosts``."""
+
+    uuid: str
+    policy: str
+    members: list[str]
+    hosts: list[str]
 
 
 @dataclass(slots=True)
@@ -160,6 +214,8 @@ class Fleet:
     allocations: list[dict[str, Any]]  # consumer_uuid, rp_uuid, resources, project/user
     disabled_hosts: set[str]
     down_hosts: set[str]
+    aarch64_hosts: set[str] = field(default_factory=set)
+    server_groups: list[FleetServerGroup] = field(default_factory=list)
 
     @property
     def hosts(self) -> list[str]:
@@ -167,25 +223,36 @@ class Fleet:
         return list(self.host_cells)
 
 
+# what uuid.UUID(version=4) clears and sets in 128 random bits: the variant and the version
+_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64)) & ((1 << 128) - 1)
+_UUID4_SET = (0x8000 << 48) | (4 << 76)
+
+
 def _uuid(rng: random.Random) -> str:
-    return str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
+    # str(uuid.UUID(int=rng.getrandbits(128), version=4)) without UUID's checks: a fleet of
+    # 100,000 hosts draws about 500,000 of them
+    digits = f"{rng.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET:032x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
-def build_fleet(spec: FleetSpec) -> Fleet:
-    """Make the fleet ``spec`` describes; the same spec (seed and now) gives the same fleet."""
-    spec.validate()
-    rng = random.Random(spec.seed)
-    now = spec.now or timeutils.utcnow()
-    width = max(4, len(str(spec.hosts)))
-    hosts = [f"{spec.host_prefix}-{i:0{width}d}" for i in range(1, spec.hosts + 1)]
-    host_cells = {h: spec.cells[i % len(spec.cells)] for i, h in enumerate(hosts)}
+def _pick(rng: random.Random, options: tuple[Any, ...] | list[Any]) -> Any:
+    # a single option draws nothing: a value that became a choice keeps the fleets of the
+    # specs written before it (their seeds draw the same numbers in the same order)
+    return options[0] if len(options) == 1 else rng.choice(options)
 
-    disabled = set(rng.sample(hosts, round(spec.hosts * spec.disabled_fraction)))
-    down = set(rng.sample(hosts, round(spec.hosts * spec.down_fraction)))
-    aarch64 = set(rng.sample(hosts, round(spec.hosts * spec.aarch64_fraction)))
-    ssd = set(rng.sample(hosts, round(spec.hosts * spec.ssd_fraction)))
-    stacking = sorted(rng.sample(hosts, round(spec.hosts * spec.multiplier_fraction)))
 
+def _sample(rng: random.Random, hosts: list[str], fraction: float) -> list[str]:
+    return rng.sample(hosts, round(len(hosts) * fraction))
+
+
+def _aggregates(
+    rng: random.Random,
+    spec: FleetSpec,
+    hosts: list[str],
+    weighted: list[tuple[str, list[str], dict[str, str]]],
+) -> tuple[list[FleetAggregate], dict[str, str]]:
+    """The AZ aggregates (hosts dealt round-robin) and the weigher-override ones, and each
+    host's AZ."""
     aggregates: list[FleetAggregate] = []
     host_az: dict[str, str] = {}
     if spec.azs:
@@ -196,16 +263,147 @@ def build_fleet(spec: FleetSpec) -> Fleet:
             by_az[az].append(h)
         for az, members in by_az.items():
             aggregates.append(FleetAggregate(_uuid(rng), az, members, {"availability_zone": az}))
-    if stacking and spec.multiplier_metadata:
-        aggregates.append(
-            FleetAggregate(
-                _uuid(rng), spec.multiplier_aggregate, stacking, dict(spec.multiplier_metadata)
-            )
+    for name, members, metadata in weighted:
+        if members and metadata:
+            aggregates.append(FleetAggregate(_uuid(rng), name, members, dict(metadata)))
+    return aggregates, host_az
+
+
+def _server_groups(rng: random.Random, spec: FleetSpec, hosts: list[str]) -> list[FleetServerGroup]:
+    if not spec.max_server_groups:
+        return []
+    groups = []
+    for g in range(max(1, min(spec.max_server_groups, len(hosts) // 20))):
+        members = rng.sample(hosts, min(len(hosts), rng.randint(2, 8)))
+        policy = "anti-affinity" if g % 2 == 0 else "affinity"
+        group = FleetServerGroup(_uuid(rng), policy, [], list(members))
+        group.members.extend(_uuid(rng) for _ in members)
+        groups.append(group)
+    return groups
+
+
+_CPU_INFO: dict[tuple[str, int], str] = {}
+
+
+def _cpu_info(arch: str, vcpus: int) -> str:
+    """What the compute reports in ``cpu_info`` (the same text for the same arch and size)."""
+    text = _CPU_INFO.get((arch, vcpus))
+    if text is None:
+        sockets = 2 if vcpus >= 32 else 1
+        text = _CPU_INFO[(arch, vcpus)] = json.dumps(
+            {
+                "arch": arch,
+                "model": "Cascadelake-Server" if arch == "x86_64" else "Neoverse-N1",
+                "vendor": "Intel" if arch == "x86_64" else "ARM",
+                "topology": {
+                    "cells": sockets,
+                    "sockets": sockets,
+                    "cores": max(1, vcpus // (2 * sockets)),
+                    "threads": 2,
+                },
+                "features": list(_X86_FEATURES if arch == "x86_64" else _ARM_FEATURES),
+                "maxphysaddr": {"mode": "passthrough", "bits": 46 if arch == "x86_64" else 48},
+            }
         )
+    return text
+
+
+def _instance(
+    spec: FleetSpec,
+    inst_uuid: str,
+    host: str,
+    flavor: tuple[int, int, int, str],
+    busy: bool,
+    created: datetime.datetime,
+    written: datetime.datetime,
+    az: str | None,
+    arch: str,
+) -> dict[str, Any]:
+    """A live instance's row on ``host``, booted with ``flavor`` a day after the host came."""
+    f_vcpus, f_ram, f_disk, _ = flavor
+    return {
+        "uuid": inst_uuid,
+        "user_id": spec.user_id,
+        "project_id": spec.project_id,
+        "image_ref": "155d900f-4e14-4e4c-a73d-069cbf4541e6",
+        "power_state": 1,
+        "vm_state": "building" if busy else "active",
+        "task_state": "spawning" if busy else None,
+        "memory_mb": f_ram,
+        "vcpus": f_vcpus,
+        "root_gb": f_disk,
+        "ephemeral_gb": 0,
+        "hostname": f"vm-{inst_uuid[:8]}",
+        "display_name": f"vm-{inst_uuid[:8]}",
+        "host": host,
+        "node": host,
+        "instance_type_id": _FLAVORS.index(flavor) + 1,
+        "launched_at": created + datetime.timedelta(days=1),
+        "availability_zone": az,
+        "os_type": "linux",
+        "architecture": arch,
+        "vm_mode": "hvm",
+        "created_at": created + datetime.timedelta(days=1),
+        "updated_at": written,
+        "deleted_at": None,
+        "deleted": 0,
+    }
+
+
+def _allocation(
+    spec: FleetSpec, inst_uuid: str, rp_uuid: str, flavor: tuple[int, int, int, str]
+) -> dict[str, Any]:
+    f_vcpus, f_ram, f_disk, _ = flavor
+    return {
+        "consumer_uuid": inst_uuid,
+        "rp_uuid": rp_uuid,
+        "resources": {"VCPU": f_vcpus, "MEMORY_MB": f_ram, "DISK_GB": f_disk},
+        "project_id": spec.project_id,
+        "user_id": spec.user_id,
+    }
+
+
+def build_fleet(spec: FleetSpec) -> Fleet:
+    """Make the fleet ``spec`` describes; the same spec (seed and now) gives the same fleet.
+
+    Every random choice comes from one generator seeded with ``spec.seed``, in a fixed
+    order; a choice a spec leaves at its default (a fraction of 0, a single value) draws
+    nothing, so adding one keeps every fleet made before it."""
+    spec.validate()
+    rng = random.Random(spec.seed)
+    now = spec.now or timeutils.utcnow()
+    written = now - spec.quiet_for
+    width = max(4, len(str(spec.hosts)))
+    hosts = [f"{spec.host_prefix}-{i:0{width}d}" for i in range(1, spec.hosts + 1)]
+    host_cells = {h: spec.cells[i % len(spec.cells)] for i, h in enumerate(hosts)}
+
+    disabled = set(_sample(rng, hosts, spec.disabled_fraction))
+    down = set(_sample(rng, hosts, spec.down_fraction))
+    aarch64 = set(_sample(rng, hosts, spec.aarch64_fraction))
+    ssd = set(_sample(rng, hosts, spec.ssd_fraction))
+    weighted = [
+        (
+            spec.multiplier_aggregate,
+            sorted(_sample(rng, hosts, spec.multiplier_fraction)),
+            spec.multiplier_metadata,
+        )
+    ]
+    gpu = set(_sample(rng, hosts, spec.gpu_fraction))
+    weighted.extend(
+        (name, sorted(_sample(rng, hosts, fraction)), metadata)
+        for name, fraction, metadata in spec.more_multiplier_aggregates
+    )
+    aggregates, host_az = _aggregates(rng, spec, hosts, weighted)
     aggs_of: dict[str, list[str]] = {h: [] for h in hosts}
     for agg in aggregates:
         for h in agg.hosts:
             aggs_of[h].append(agg.uuid)
+    groups = _server_groups(rng, spec, hosts)
+    # host -> the group members' instances on it
+    grouped: dict[str, list[str]] = {}
+    for group in groups:
+        for h, inst_uuid in zip(group.hosts, group.members, strict=True):
+            grouped.setdefault(h, []).append(inst_uuid)
 
     services: dict[str, list[dict[str, Any]]] = {c: [] for c in spec.cells}
     nodes: dict[str, list[dict[str, Any]]] = {c: [] for c in spec.cells}
@@ -217,66 +415,44 @@ def build_fleet(spec: FleetSpec) -> Fleet:
         cell = host_cells[host]
         cn_uuid = _uuid(rng)
         vcpus = rng.choice(_VCPUS)
-        cpu_ratio = rng.choice(_CPU_RATIOS)
-        memory_mb = rng.choice(_RAM_GIB) * 1024
+        cpu_ratio = _pick(rng, spec.cpu_ratios)
+        memory_mb = _pick(rng, spec.ram_gib) * 1024
+        ram_ratio = _pick(rng, spec.ram_ratios)
         local_gb = rng.choice(_DISK_GB)
+        disk_ratio = _pick(rng, spec.disk_ratios)
         arch = "aarch64" if host in aarch64 else "x86_64"
         created = now - datetime.timedelta(days=rng.randint(30, 900))
+        az = host_az.get(host)
 
         host_instances = []
         used_vcpus = used_ram = used_disk = 0
+        for inst_uuid in grouped.get(host, ()):
+            used_vcpus += _GROUP_FLAVOR[0]
+            used_ram += _GROUP_FLAVOR[1]
+            used_disk += _GROUP_FLAVOR[2]
+            host_instances.append(
+                _instance(spec, inst_uuid, host, _GROUP_FLAVOR, False, created, written, az, arch)
+            )
+            allocations.append(_allocation(spec, inst_uuid, cn_uuid, _GROUP_FLAVOR))
         n_inst = rng.randint(0, spec.max_instances_per_host)
         for _ in range(n_inst):
-            f_vcpus, f_ram, f_disk, f_name = rng.choice(_FLAVORS)
+            flavor = rng.choice(_FLAVORS)
+            f_vcpus, f_ram, f_disk, _name = flavor
             if (
                 used_vcpus + f_vcpus > vcpus * cpu_ratio
-                or used_disk + f_disk > local_gb
-                or used_ram + f_ram > memory_mb - RESERVED_HOST_MEMORY_MB
+                or used_disk + f_disk > local_gb * disk_ratio
+                or used_ram + f_ram > (memory_mb - RESERVED_HOST_MEMORY_MB) * ram_ratio
             ):
                 break
             used_vcpus += f_vcpus
             used_ram += f_ram
             used_disk += f_disk
             inst_uuid = _uuid(rng)
-            busy = rng.random() < 0.15
+            busy = rng.random() < spec.building_fraction
             host_instances.append(
-                {
-                    "uuid": inst_uuid,
-                    "user_id": spec.user_id,
-                    "project_id": spec.project_id,
-                    "image_ref": "155d900f-4e14-4e4c-a73d-069cbf4541e6",
-                    "power_state": 1,
-                    "vm_state": "building" if busy else "active",
-                    "task_state": "spawning" if busy else None,
-                    "memory_mb": f_ram,
-                    "vcpus": f_vcpus,
-                    "root_gb": f_disk,
-                    "ephemeral_gb": 0,
-                    "hostname": f"vm-{inst_uuid[:8]}",
-                    "display_name": f"vm-{inst_uuid[:8]}",
-                    "host": host,
-                    "node": host,
-                    "instance_type_id": _FLAVORS.index((f_vcpus, f_ram, f_disk, f_name)) + 1,
-                    "launched_at": created + datetime.timedelta(days=1),
-                    "availability_zone": host_az.get(host),
-                    "os_type": "linux",
-                    "architecture": arch,
-                    "vm_mode": "hvm",
-                    "created_at": created + datetime.timedelta(days=1),
-                    "updated_at": now,
-                    "deleted_at": None,
-                    "deleted": 0,
-                }
+                _instance(spec, inst_uuid, host, flavor, busy, created, written, az, arch)
             )
-            allocations.append(
-                {
-                    "consumer_uuid": inst_uuid,
-                    "rp_uuid": cn_uuid,
-                    "resources": {"VCPU": f_vcpus, "MEMORY_MB": f_ram, "DISK_GB": f_disk},
-                    "project_id": spec.project_id,
-                    "user_id": spec.user_id,
-                }
-            )
+            allocations.append(_allocation(spec, inst_uuid, cn_uuid, flavor))
         # an instance deleted long ago: a soft-deleted row readers must not see
         if rng.random() < 0.1:
             gone = _uuid(rng)
@@ -295,7 +471,7 @@ def build_fleet(spec: FleetSpec) -> Fleet:
                     "node": host,
                     "hostname": f"vm-{gone[:8]}",
                     "display_name": f"vm-{gone[:8]}",
-                    "availability_zone": host_az.get(host),
+                    "availability_zone": az,
                     "created_at": created,
                     "updated_at": now - datetime.timedelta(days=2),
                     "deleted_at": now - datetime.timedelta(days=2),
@@ -305,7 +481,11 @@ def build_fleet(spec: FleetSpec) -> Fleet:
         instances[cell].extend(host_instances)
         live = [i for i in host_instances if i["deleted_at"] is None]
         io_workload = sum(1 for i in live if i["task_state"] is not None)
+        if spec.nearly_full_fraction and rng.random() < spec.nearly_full_fraction:
+            used_ram = max(used_ram, int(memory_mb * rng.uniform(0.6, 0.95)))
+            used_vcpus = max(used_vcpus, int(vcpus * cpu_ratio * rng.uniform(0.5, 0.9)))
 
+        failed = spec.failed_build_fraction and rng.random() < spec.failed_build_fraction
         stats = {
             "num_instances": str(len(live)),
             "num_vm_active": str(sum(1 for i in live if i["vm_state"] == "active")),
@@ -315,25 +495,13 @@ def build_fleet(spec: FleetSpec) -> Fleet:
             "num_os_type_linux": str(len(live)),
             f"num_proj_{spec.project_id}": str(len(live)),
             "io_workload": str(io_workload),
-            "failed_builds": "0",
+            "failed_builds": "1" if failed else "0",
             # capability-ish keys ComputeCapabilitiesFilter can match (capabilities:storage)
             "storage": "ssd" if host in ssd else "hdd",
-            "rack": f"r{index // 40:02d}",
         }
-        sockets = 2 if vcpus >= 32 else 1
-        cpu_info = {
-            "arch": arch,
-            "model": "Cascadelake-Server" if arch == "x86_64" else "Neoverse-N1",
-            "vendor": "Intel" if arch == "x86_64" else "ARM",
-            "topology": {
-                "cells": sockets,
-                "sockets": sockets,
-                "cores": max(1, vcpus // (2 * sockets)),
-                "threads": 2,
-            },
-            "features": list(_X86_FEATURES if arch == "x86_64" else _ARM_FEATURES),
-            "maxphysaddr": {"mode": "passthrough", "bits": 46 if arch == "x86_64" else 48},
-        }
+        if spec.gpu_fraction:
+            stats["gpu"] = "a100" if host in gpu else "none"
+        stats["rack"] = f"r{index // 40:02d}"
         memory_mb_used = RESERVED_HOST_MEMORY_MB + used_ram
         nodes[cell].append(
             {
@@ -353,7 +521,7 @@ def build_fleet(spec: FleetSpec) -> Fleet:
                 "free_disk_gb": local_gb - used_disk,
                 "current_workload": io_workload,
                 "running_vms": len(live),
-                "cpu_info": json.dumps(cpu_info),
+                "cpu_info": _cpu_info(arch, vcpus),
                 "disk_available_least": local_gb - used_disk,
                 "host_ip": f"10.{index // 65536 % 256}.{index // 256 % 256}.{index % 256}",
                 "supported_instances": json.dumps([[arch, "kvm", "hvm"]]),
@@ -362,37 +530,18 @@ def build_fleet(spec: FleetSpec) -> Fleet:
                 "extra_resources": None,
                 "stats": json.dumps(stats),
                 "numa_topology": None,
-                "ram_allocation_ratio": 1.0,
+                "ram_allocation_ratio": ram_ratio,
                 "cpu_allocation_ratio": cpu_ratio,
-                "disk_allocation_ratio": 1.0,
+                "disk_allocation_ratio": disk_ratio,
                 "mapped": 1,
                 "created_at": created,
-                "updated_at": now,
+                "updated_at": written,
                 "deleted_at": None,
                 "deleted": 0,
             }
         )
-        is_down = host in down
         services[cell].append(
-            {
-                "uuid": _uuid(rng),
-                "host": host,
-                "binary": "nova-compute",
-                "topic": "compute",
-                # a service that never reported: down, and left alone by "fleet heartbeat"
-                "report_count": 0 if is_down else rng.randint(1000, 100000),
-                "disabled": host in disabled,
-                "disabled_reason": "fleet: maintenance" if host in disabled else None,
-                "last_seen_up": (
-                    now - datetime.timedelta(hours=rng.randint(2, 72)) if is_down else now
-                ),
-                "forced_down": False,
-                "version": NOVA_SERVICE_VERSION,
-                "created_at": created,
-                "updated_at": now,
-                "deleted_at": None,
-                "deleted": 0,
-            }
+            _service(rng, spec, host, host in disabled, host in down, created, now, written)
         )
         traits = list(_COMMON_TRAITS) + list(_X86_TRAITS if arch == "x86_64" else _ARM_TRAITS)
         if host in ssd:
@@ -406,8 +555,8 @@ def build_fleet(spec: FleetSpec) -> Fleet:
                 "name": host,
                 "inventories": {
                     "VCPU": _inventory(vcpus, 0, cpu_ratio),
-                    "MEMORY_MB": _inventory(memory_mb, RESERVED_HOST_MEMORY_MB, 1.0),
-                    "DISK_GB": _inventory(local_gb, 0, 1.0),
+                    "MEMORY_MB": _inventory(memory_mb, RESERVED_HOST_MEMORY_MB, ram_ratio),
+                    "DISK_GB": _inventory(local_gb, 0, disk_ratio),
                 },
                 "traits": sorted(traits),
                 "aggregates": list(aggs_of[host]),
@@ -425,7 +574,48 @@ def build_fleet(spec: FleetSpec) -> Fleet:
         allocations=allocations,
         disabled_hosts=disabled,
         down_hosts=down,
+        aarch64_hosts=aarch64,
+        server_groups=groups,
     )
+
+
+def _service(
+    rng: random.Random,
+    spec: FleetSpec,
+    host: str,
+    disabled: bool,
+    down: bool,
+    created: datetime.datetime,
+    now: datetime.datetime,
+    written: datetime.datetime,
+) -> dict[str, Any]:
+    """The host's nova-compute row: a down service never reported and beat hours ago; an
+    up one beat at ``now`` (or within ``heartbeat_spread`` of it), which wrote its row."""
+    service_uuid = _uuid(rng)
+    # a service that never reported: down, and left alone by "fleet heartbeat"
+    report_count = 0 if down else rng.randint(1000, 100000)
+    if down:
+        last_seen = now - datetime.timedelta(hours=rng.randint(2, 72))
+    elif spec.heartbeat_spread:
+        last_seen = now - datetime.timedelta(seconds=rng.uniform(0, spec.heartbeat_spread))
+    else:
+        last_seen = now
+    return {
+        "uuid": service_uuid,
+        "host": host,
+        "binary": "nova-compute",
+        "topic": "compute",
+        "report_count": report_count,
+        "disabled": disabled,
+        "disabled_reason": "fleet: maintenance" if disabled else None,
+        "last_seen_up": last_seen,
+        "forced_down": False,
+        "version": NOVA_SERVICE_VERSION,
+        "created_at": created,
+        "updated_at": written if down else last_seen,
+        "deleted_at": None,
+        "deleted": 0,
+    }
 
 
 def _inventory(total: int, reserved: int, ratio: float) -> dict[str, Any]:
@@ -468,6 +658,7 @@ def load_fleet(
         raise ValueError(f"no engine given for cell(s) {', '.join(missing)}")
     _check_no_existing_hosts(fleet, cell_engines)
     agg_uuid_map = _write_aggregates(api_engine, fleet.aggregates)
+    _write_server_groups(api_engine, fleet)
     written = 0
     if progress is not None:
         progress(STAGE_CELLS, 0, len(fleet.host_cells))
@@ -555,6 +746,30 @@ def _write_aggregates(api_engine: Engine, aggs: list[FleetAggregate]) -> dict[st
     return uuid_map
 
 
+def _write_server_groups(api_engine: Engine, fleet: Fleet) -> None:
+    g, gp, gm = models.instance_groups, models.instance_group_policy, models.instance_group_member
+    now = timeutils.utcnow()
+    with api_engine.begin() as conn:
+        for number, group in enumerate(fleet.server_groups, start=1):
+            group_id = conn.execute(
+                g.insert().values(
+                    uuid=group.uuid,
+                    name=f"group-{number}",
+                    user_id=fleet.spec.user_id,
+                    project_id=fleet.spec.project_id,
+                    created_at=now,
+                )
+            ).inserted_primary_key[0]
+            conn.execute(gp.insert().values(policy=group.policy, group_id=group_id, created_at=now))
+            conn.execute(
+                gm.insert(),
+                [
+                    {"instance_uuid": m, "group_id": group_id, "created_at": now}
+                    for m in group.members
+                ],
+            )
+
+
 def _write_cell(engine: Engine, fleet: Fleet, cell: str) -> None:
     svc, cn, inst = models.services, models.compute_nodes, models.instances
     with engine.begin() as conn:
@@ -585,12 +800,13 @@ def _write_cell(engine: Engine, fleet: Fleet, cell: str) -> None:
 _INSTANCE_COLUMNS = tuple(c.name for c in models.instances.columns if c.name != "id")
 
 
-_INSTANCE_DEFAULTS = {"cleaned": 0, "locked": False}
+# what an instance row the fleet leaves out holds (every writer fills these in)
+INSTANCE_DEFAULTS = {"cleaned": 0, "locked": False}
 
 
 def _instance_row(row: dict[str, Any]) -> dict[str, Any]:
     # executemany needs every row to carry the same keys
-    return {k: row.get(k, _INSTANCE_DEFAULTS.get(k)) for k in _INSTANCE_COLUMNS}
+    return {k: row.get(k, INSTANCE_DEFAULTS.get(k)) for k in _INSTANCE_COLUMNS}
 
 
 def _write_allocations(

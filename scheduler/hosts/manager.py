@@ -82,7 +82,7 @@ CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 # A row is written with its writer's clock a little before it commits, MySQL DATETIME keeps
 # whole seconds, and clocks drift: each read goes back this far behind the start of the
 # previous one so that no row committed in between is lost.
-_WATERMARK_SLACK = datetime.timedelta(seconds=5)
+WATERMARK_SLACK = datetime.timedelta(seconds=5)
 # A consumption counted within this long before nova-compute's sync_instance_info is not
 # released by it: the compute's list (read from a database replica) cannot hold an instance
 # that has not reached its claim yet (the conductor's work after our answer, the compute's
@@ -750,7 +750,7 @@ class HostManager:
             3 if self._refreshing() and not window else 1
         )
         if full or window or window_due:
-            since = None if full else view.read_started_at - _WATERMARK_SLACK
+            since = None if full else view.read_started_at - WATERMARK_SLACK
             services = queries.get_compute_services(
                 engine, updated_since=None if full else view.read_started_at - _SERVICE_SLACK
             )
@@ -782,7 +782,7 @@ class HostManager:
         else:
             # With the refresher, whose window reads go back the whole slack every
             # second, a request need only cover DATETIME's whole seconds
-            slack = _REPORT_SLACK if self._refreshing() else _WATERMARK_SLACK
+            slack = _REPORT_SLACK if self._refreshing() else WATERMARK_SLACK
             since = (view.nodes_read_started_at or view.read_started_at) - slack
             # only the reports not applied yet are read whole (a report re-read within
             # the slack is recognised by its updated_at; two reports of one node in one
@@ -794,7 +794,7 @@ class HostManager:
         view.nodes_read_started_at = started
         # what the next reads may re-read: the next window read goes back to the slack
         # before the start of the last one (a read of reports goes back less far)
-        self._remember_rows(view, nodes, view.read_started_at - _WATERMARK_SLACK)
+        self._remember_rows(view, nodes, view.read_started_at - WATERMARK_SLACK)
         return CellRead(view, view.hosts, view.servable)
 
     @staticmethod

@@ -31,6 +31,8 @@ def test_placement_seeded_by_sql_holds_the_fleet_and_accepts_api_writes():
         cloud = placement_seed.bench_cloud(HOSTS, stack)
         stack.callback(db.dispose_engines)
         fleet, placement = cloud.fleet, cloud.placement
+        # Placement's CPU is metered from its gunicorn master's pid
+        assert cloud.placement_pid == cloud.placement_service.pid > 0
         used: dict[str, dict[str, int]] = {}
         for alloc in fleet.allocations:
             mine = used.setdefault(alloc["rp_uuid"], {})

@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 
-from benchmarks import core, e2e, fleet, report, run, throughput
+from benchmarks import core, e2e, fleet, placement_seed, report, run, throughput
+from scheduler.demo.fleet import build_fleet
 
 ROW_STATS = ("refresh_ms", "filter_ms", "weigh_ms", "total_ms", "refresh_nothing_changed_ms")
 
@@ -48,6 +49,89 @@ def test_fleet_has_the_promised_mix(tmp_path):
         assert _count(cell, recent) == 3
     finally:
         bench.close()
+
+
+def _fleet_rows(bench) -> dict:
+    """What a written fleet holds, its times left out (they follow the clock)."""
+    cell = sqlite3.connect(bench.cell_url.removeprefix("sqlite:///"))
+    api = sqlite3.connect(bench.api_url.removeprefix("sqlite:///"))
+    try:
+        return {
+            "services": cell.execute(
+                "SELECT id, uuid, host, disabled, report_count FROM services ORDER BY id"
+            ).fetchall(),
+            "compute_nodes": cell.execute(
+                "SELECT uuid, service_id, host, vcpus, memory_mb, local_gb, vcpus_used, "
+                "memory_mb_used, cpu_allocation_ratio, ram_allocation_ratio, "
+                "disk_allocation_ratio, cpu_info, stats FROM compute_nodes ORDER BY id"
+            ).fetchall(),
+            "instances": cell.execute(
+                "SELECT uuid, host, vcpus, memory_mb, vm_state, deleted != 0 FROM instances "
+                "ORDER BY id"
+            ).fetchall(),
+            "aggregates": api.execute(
+                "SELECT a.uuid, a.name, h.host FROM aggregates a "
+                "JOIN aggregate_hosts h ON h.aggregate_id = a.id ORDER BY h.id"
+            ).fetchall(),
+            "groups": api.execute(
+                "SELECT g.uuid, m.instance_uuid FROM instance_groups g "
+                "JOIN instance_group_member m ON m.group_id = g.id ORDER BY m.id"
+            ).fetchall(),
+        }
+    finally:
+        cell.close()
+        api.close()
+
+
+def test_a_size_and_a_seed_always_write_the_same_fleet(tmp_path):
+    first = fleet.build(60, str(tmp_path / "a"), seed=5)
+    again = fleet.build(60, str(tmp_path / "b"), seed=5)
+    other = fleet.build(60, str(tmp_path / "c"), seed=6)
+    try:
+        assert _fleet_rows(first) == _fleet_rows(again)
+        assert first.cell_uuid == again.cell_uuid != other.cell_uuid
+        assert _fleet_rows(first)["compute_nodes"] != _fleet_rows(other)["compute_nodes"]
+    finally:
+        for bench in (first, again, other):
+            bench.close()
+
+
+def test_the_core_fleet_is_the_shared_generators(tmp_path):
+    # the benchmark draws no fleet of its own: it writes what scheduler.demo.fleet draws
+    bench = fleet.build(50, str(tmp_path / "f"), seed=3)
+    try:
+        drawn = build_fleet(fleet.core_spec(50, bench.cell_uuid, seed=3))
+        assert bench.hosts == drawn.hosts
+        assert bench.compute_uuids == [p["uuid"] for p in drawn.providers]
+        assert bench.groups == drawn.server_groups
+        nodes = _fleet_rows(bench)["compute_nodes"]
+        assert [n[3:6] for n in nodes] == [
+            (n["vcpus"], n["memory_mb"], n["local_gb"])
+            for n in drawn.compute_nodes[bench.cell_uuid]
+        ]
+        # the times move to the moment of writing: the up services have just beaten
+        cell = bench.cell_url.removeprefix("sqlite:///")
+        stale = "SELECT count(*) FROM services WHERE report_count > 0 AND last_seen_up < " + (
+            "datetime('now', '-60 seconds')"
+        )
+        assert _count(cell, stale) == 0
+    finally:
+        bench.close()
+
+
+def test_transport_options_can_be_overridden_before_a_transport_exists():
+    from oslo_config import cfg
+    from oslo_messaging import opts as om_opts
+
+    conf = cfg.ConfigOpts()
+    placement_seed.register_transport_opts(conf)
+    conf([], project="nova", default_config_files=[])
+    assert conf.control_exchange == "nova"
+    conf.set_override("control_exchange", "bench-exchange")
+    assert conf.control_exchange == "bench-exchange"
+    # oslo.messaging registers its own when it makes the transport: the same options
+    [(_, defaults)] = [(g, o) for g, o in om_opts.list_opts() if g is None]
+    conf.register_opts([o for o in defaults if o.dest in placement_seed.TRANSPORT_OPTS])
 
 
 def test_core_section_json_shape(tmp_path):
@@ -142,7 +226,7 @@ def test_instance_lists_are_synced_as_in_a_live_cell(tmp_path):
 
     bench = fleet.build(30, str(tmp_path / "f"))
     core.ensure_conf(CONF)
-    driver = core._driver(bench, CONF)
+    driver = core.make_driver(bench.api_url, CONF)
     try:
         core.sync_instances(driver, bench)
         tracked = driver.host_manager.instance_tracker.tracked_hosts()

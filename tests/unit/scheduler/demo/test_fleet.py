@@ -205,3 +205,81 @@ def test_second_fleet_reuses_aggregates_by_name_and_refuses_existing_hosts(dbs):
     assert edge_az1 and all(az1 in p["aggregates"] for p in edge_az1)
     with pytest.raises(FleetConflict, match="already exist"):
         load_fleet(first, api, cells, None)
+
+
+def test_a_choice_left_at_its_default_draws_nothing():
+    # the fields the benchmarks use change nothing for a spec that does not set them
+    plain = build_fleet(_spec(hosts=40, cells=["c1"], seed=9))
+    same = build_fleet(
+        _spec(
+            hosts=40,
+            cells=["c1"],
+            seed=9,
+            gpu_fraction=0.0,
+            ram_ratios=(1.0,),
+            disk_ratios=(1.0,),
+            more_multiplier_aggregates=(),
+            max_server_groups=0,
+        )
+    )
+    assert same == plain
+    assert plain.server_groups == [] and "gpu" not in json.loads(
+        plain.compute_nodes["c1"][0]["stats"]
+    )
+
+
+def test_the_benchmarks_mix_is_drawn_as_the_spec_says():
+    fleet = build_fleet(
+        _spec(
+            hosts=200,
+            seed=2,
+            gpu_fraction=0.1,
+            ram_ratios=(1.0, 1.5),
+            disk_ratios=(1.0, 2.0),
+            more_multiplier_aggregates=(("cpu-heavy", 0.1, {"cpu_weight_multiplier": "2.0"}),),
+            nearly_full_fraction=0.2,
+            max_server_groups=4,
+            heartbeat_spread=10.0,
+            quiet_for=datetime.timedelta(minutes=10),
+        )
+    )
+    nodes = fleet.compute_nodes["cell1"]
+    stats = [json.loads(n["stats"]) for n in nodes]
+    assert sum(s["gpu"] == "a100" for s in stats) == 20
+    assert {n["ram_allocation_ratio"] for n in nodes} == {1.0, 1.5}
+    by_uuid = {p["uuid"]: p["inventories"] for p in fleet.providers}
+    for n in nodes:
+        inv = by_uuid[n["uuid"]]
+        assert inv["MEMORY_MB"]["allocation_ratio"] == n["ram_allocation_ratio"]
+        assert inv["DISK_GB"]["allocation_ratio"] == n["disk_allocation_ratio"]
+        assert n["updated_at"] == NOW - datetime.timedelta(minutes=10)
+    assert len({a.name: a for a in fleet.aggregates}["cpu-heavy"].hosts) == 20
+    # nearly full: the node reports more use than its instances hold
+    assert sum(n["memory_mb_used"] > 0.55 * n["memory_mb"] for n in nodes) >= 20
+    assert len(fleet.server_groups) == 4
+    live = {i["uuid"]: i["host"] for i in fleet.instances["cell1"] if i["deleted_at"] is None}
+    for group in fleet.server_groups:
+        assert 2 <= len(group.hosts) <= 8
+        assert [live[m] for m in group.members] == group.hosts
+    beats = [s["last_seen_up"] for s in fleet.services["cell1"] if s["report_count"]]
+    assert all(NOW - datetime.timedelta(seconds=10) <= b <= NOW for b in beats)
+    assert len(set(beats)) > 1
+
+
+def test_load_fleet_writes_the_server_groups(dbs):
+    api, cells = dbs
+    fleet = build_fleet(_spec(hosts=40, cells=list(cells), seed=3, max_server_groups=2))
+    load_fleet(fleet, api, cells, None)
+    with api.connect() as conn:
+        groups = dict(
+            conn.execute(
+                sa.select(
+                    models.instance_groups.c.uuid, models.instance_group_policy.c.policy
+                ).join(models.instance_group_policy)
+            ).all()
+        )
+        members = set(
+            conn.execute(sa.select(models.instance_group_member.c.instance_uuid)).scalars()
+        )
+    assert groups == {g.uuid: g.policy for g in fleet.server_groups}
+    assert members == {m for g in fleet.server_groups for m in g.members}

@@ -415,7 +415,7 @@ def test_an_unchanged_cell_rereads_only_the_slack_window(env, monkeypatch):
     assert [(kind, n) for kind, _, n in calls] == [("services", 0), ("nodes", 0)]
     since = calls[0][1]
     # the window starts a few seconds behind the previous read, not at the newest row
-    assert before - hm_mod._WATERMARK_SLACK <= since <= utcnow()
+    assert before - hm_mod.WATERMARK_SLACK <= since <= utcnow()
     assert {id(h) for h in second} == {id(h) for h in first}  # the same cached objects
 
 

@@ -45,7 +45,7 @@ def _count_node_updates(monkeypatch) -> list[str]:
 
 
 def test_a_window_read_does_not_apply_again_what_requests_read_since_the_last(env, monkeypatch):
-    monkeypatch.setattr(hm_mod, "_WATERMARK_SLACK", datetime.timedelta(seconds=0.3))
+    monkeypatch.setattr(hm_mod, "WATERMARK_SLACK", datetime.timedelta(seconds=0.3))
     cell = env.add_cell("cell1")
     u1 = env.add_host(cell, "h1")
     u2 = env.add_host(cell, "h2")
