@@ -59,6 +59,12 @@ default_opts = [
         help="Maximum seconds since a nova-compute service last checked in for it to count as "
         "up (ComputeFilter).",
     ),
+    cfg.StrOpt(
+        "state_path",
+        default="/var/lib/nova",
+        help="nova's: top-level directory for nova's state. novasched keeps its decision "
+        "records there unless [decision_records] connection says otherwise.",
+    ),
     cfg.IntOpt(
         "report_interval",
         default=10,
@@ -815,9 +821,88 @@ neutron_opts = [
     ),
 ]
 
+capacity_opts = [
+    cfg.IntOpt(
+        "interval",
+        default=300,
+        min=0,
+        help="ours: seconds between two computations of the capacity gauges "
+        "(novasched_flavor_capacity_instances, novasched_stranded_capacity) by the scheduler "
+        "service, on a thread of the first worker, never on a request's path; 0: none. "
+        "novasched-manage capacity computes the same figures on demand.",
+    ),
+    cfg.ListOpt(
+        "flavors",
+        default=[],
+        help="ours: the flavors (names or flavor ids) the capacity gauges are computed for; "
+        "empty: every public, enabled flavor of nova's API database.",
+    ),
+    cfg.StrOpt(
+        "project_id",
+        default=None,
+        help="ours: the project the capacity is computed for: tenant-isolated aggregates "
+        "and the project's own filters admit it. Unset: a project no tenant-isolated "
+        "aggregate admits.",
+    ),
+]
+
+decision_records_opts = [
+    cfg.BoolOpt(
+        "enabled",
+        default=True,
+        help="ours: record each select_destinations decision (request id, instances, request "
+        "summary, candidate source, per-filter counts, the chosen hosts and alternates, the "
+        "best weighed hosts with each weigher's value), written off the request's path. "
+        "Read them back with novasched-manage decision show / list.",
+    ),
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        default=None,
+        help="ours: SQLAlchemy URL of the database the decision records go to: ours or the "
+        "operator's (their tables are named novasched_* and created if missing). Unset: "
+        "sqlite:///$state_path/novasched-decisions.sqlite.",
+    ),
+    cfg.IntOpt(
+        "max_age",
+        default=7 * 24 * 3600,
+        min=60,
+        help="ours: seconds a decision record is kept.",
+    ),
+    cfg.IntOpt(
+        "max_records",
+        default=1_000_000,
+        min=1,
+        help="ours: the most decision records kept; the oldest go first.",
+    ),
+    cfg.IntOpt(
+        "queue_size",
+        default=10_000,
+        min=1,
+        help="ours: decision records waiting to be written, per worker; beyond it a record "
+        "is dropped (counted in novasched_decision_records_total{result=\"dropped\"}) "
+        "rather than slow a request.",
+    ),
+    cfg.IntOpt(
+        "top_weighed",
+        default=5,
+        min=0,
+        help="ours: how many of the best weighed hosts a record keeps, each with every "
+        "weigher's value.",
+    ),
+]
+
 # Groups whose unknown keys are reported once at start-up. Other groups of a nova.conf
 # ([DEFAULT], [api], [libvirt], ...) belong to other nova services and are silently skipped.
-_CHECKED_GROUPS = ("scheduler", "filter_scheduler", "placement", "metrics", "metrics_exporter")
+_CHECKED_GROUPS = (
+    "scheduler",
+    "filter_scheduler",
+    "placement",
+    "metrics",
+    "metrics_exporter",
+    "capacity",
+    "decision_records",
+)
 
 # Old [DEFAULT] names of nova scheduler options (deprecated names of [scheduler] host_manager
 # and [filter_scheduler] use_baremetal_filters / baremetal_enabled_filters, until nova dropped
@@ -856,6 +941,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     _register_database_opts(conf)
     conf.register_opts(metrics_exporter_opts, group="metrics_exporter")
     conf.register_opts(notifications_opts, group="notifications")
+    conf.register_opts(capacity_opts, group="capacity")
+    conf.register_opts(decision_records_opts, group="decision_records")
     conf.register_opts(placement_opts, group=_PLACEMENT_GROUP)
     ks_loading.register_session_conf_options(conf, _PLACEMENT_GROUP)
     ks_loading.register_adapter_conf_options(conf, _PLACEMENT_GROUP)
@@ -889,6 +976,8 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("database", database_opts),
         ("metrics_exporter", metrics_exporter_opts),
         ("notifications", notifications_opts),
+        ("capacity", capacity_opts),
+        ("decision_records", decision_records_opts),
         (_PLACEMENT_GROUP, placement_opts + _placement_ks_opts()),
         (_NEUTRON_GROUP, neutron_opts + _placement_ks_opts()),
     ]

@@ -96,6 +96,10 @@ class Metrics:
     claim_confirmations: Any
     no_valid_host: Any
     casts: Any
+    decision_records: Any
+    flavor_capacity: Any
+    stranded_capacity: Any
+    capacity_computed: Any
     cell_hosts: Any
     cell_read_failures: Any
     cell_skipped: Any
@@ -203,6 +207,28 @@ def _build(registry: Any) -> Metrics:
             "Cache-update casts from nova (update_aggregates, delete_aggregate, "
             "update_instance_info, delete_instance_info, sync_instance_info), by result.",
             ("method", "result"),
+        ),
+        decision_records=counter(
+            "novasched_decision_records",
+            "Decision records by result: written, dropped (the writer's queue was full: the "
+            "request was not slowed), failed (the store refused a batch).",
+            ("result",),
+        ),
+        flavor_capacity=gauge(
+            "novasched_flavor_capacity_instances",
+            "How many more instances of a flavor fit, per availability zone, by the "
+            "scheduler's own filters and Placement's inventories ([capacity] interval).",
+            ("flavor", "az"),
+        ),
+        stranded_capacity=gauge(
+            "novasched_stranded_capacity",
+            "Free capacity no further instance of a flavor can use, per resource class "
+            "(VCPU, MEMORY_MB, DISK_GB), over the up and enabled hosts.",
+            ("resource_class", "flavor"),
+        ),
+        capacity_computed=gauge(
+            "novasched_capacity_computed_timestamp_seconds",
+            "Unix time the capacity gauges were last computed.",
         ),
         cell_hosts=gauge(
             "novasched_cell_hosts", "Compute hosts in the scheduler's cache, per cell.", ("cell",)
