@@ -880,7 +880,7 @@ decision_records_opts = [
         default=10_000,
         min=1,
         help="ours: decision records waiting to be written, per worker; beyond it a record "
-        "is dropped (counted in novasched_decision_records_total{result=\"dropped\"}) "
+        'is dropped (counted in novasched_decision_records_total{result="dropped"}) '
         "rather than slow a request.",
     ),
     cfg.IntOpt(
