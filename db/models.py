@@ -1,7 +1,7 @@
 """SQLAlchemy tables with nova's own names and types.
 
 Two metadata objects: ``API_METADATA`` (nova_api: cells, host mappings, aggregates, server
-groups) and ``CELL_METADATA`` (a cell database: compute nodes, services, instances). Each
+groups, flavors) and ``CELL_METADATA`` (a cell database: compute nodes, services, instances). Each
 table has nova 34's full column set, types, nullability, indexes, unique constraints and
 foreign keys (nova/db/api/models.py, nova/db/main/models.py, plus the columns nova dropped
 from its models but not from its tables), so novasched can point at a live nova deployment
@@ -141,6 +141,58 @@ instance_group_member = sa.Table(
     sa.Column("instance_uuid", sa.String(255)),
     sa.Column("group_id", sa.Integer, sa.ForeignKey("instance_groups.id"), nullable=False),
     sa.Index("instance_group_member_instance_idx", "instance_uuid"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8",
+)
+
+flavors = sa.Table(
+    "flavors",
+    API_METADATA,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("memory_mb", sa.Integer, nullable=False),
+    sa.Column("vcpus", sa.Integer, nullable=False),
+    sa.Column("root_gb", sa.Integer),
+    sa.Column("ephemeral_gb", sa.Integer),
+    sa.Column("flavorid", sa.String(255), nullable=False),
+    sa.Column("swap", sa.Integer, nullable=False, default=0),
+    sa.Column("rxtx_factor", sa.Float, default=1),
+    sa.Column("vcpu_weight", sa.Integer),
+    sa.Column("disabled", sa.Boolean, default=False),
+    sa.Column("is_public", sa.Boolean, default=True),
+    sa.Column("description", sa.Text),
+    sa.UniqueConstraint("flavorid", name="uniq_flavors0flavorid"),
+    sa.UniqueConstraint("name", name="uniq_flavors0name"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8",
+)
+
+flavor_extra_specs = sa.Table(
+    "flavor_extra_specs",
+    API_METADATA,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.String(255), nullable=False),
+    sa.Column("value", sa.String(255)),
+    sa.Column("flavor_id", sa.Integer, sa.ForeignKey("flavors.id"), nullable=False),
+    sa.Index("flavor_extra_specs_flavor_id_key_idx", "flavor_id", "key"),
+    sa.UniqueConstraint("flavor_id", "key", name="uniq_flavor_extra_specs0flavor_id0key"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8",
+    mysql_collate="utf8_bin",
+)
+
+flavor_projects = sa.Table(
+    "flavor_projects",
+    API_METADATA,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("flavor_id", sa.Integer, sa.ForeignKey("flavors.id"), nullable=False),
+    sa.Column("project_id", sa.String(255), nullable=False),
+    sa.UniqueConstraint(
+        "flavor_id", "project_id", name="uniq_flavor_projects0flavor_id0project_id"
+    ),
     mysql_engine="InnoDB",
     mysql_charset="utf8",
 )

@@ -142,6 +142,55 @@ def get_aggregates(api_engine: Engine) -> list[dict[str, Any]]:
         return _load_aggregates(conn, None)
 
 
+def get_flavors(
+    api_engine: Engine,
+    names: list[str] | None = None,
+    *,
+    include_private: bool = False,
+    include_disabled: bool = False,
+) -> list[dict[str, Any]]:
+    """Flavors with their extra specs and projects, by name: ``{id, flavorid, name, vcpus,
+    memory_mb, root_gb, ephemeral_gb, swap, is_public, disabled, extra_specs: dict,
+    projects: list}``. ``names``: these flavors (by name or flavor id, public or not,
+    enabled or not); otherwise every public, enabled one unless told to include the others."""
+    f = models.flavors
+    stmt = sa.select(*(f.c[name] for name in READ_COLUMNS["flavors"])).order_by(
+        f.c.memory_mb, f.c.vcpus, f.c.name
+    )
+    if names:
+        stmt = stmt.where(sa.or_(f.c.name.in_(names), f.c.flavorid.in_(names)))
+    else:
+        if not include_private:
+            stmt = stmt.where(f.c.is_public == sa.true())
+        if not include_disabled:
+            stmt = stmt.where(sa.or_(f.c.disabled.is_(None), f.c.disabled == sa.false()))
+    with api_engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(stmt)]
+        if not rows:
+            return []
+        ids = [r["id"] for r in rows]
+        specs: dict[int, dict[str, Any]] = {i: {} for i in ids}
+        spec_table = models.flavor_extra_specs
+        for fid, key, value in conn.execute(
+            sa.select(spec_table.c.flavor_id, spec_table.c.key, spec_table.c.value).where(
+                spec_table.c.flavor_id.in_(ids)
+            )
+        ):
+            specs[fid][key] = value
+        projects: dict[int, list[str]] = {i: [] for i in ids}
+        proj_table = models.flavor_projects
+        for fid, project in conn.execute(
+            sa.select(proj_table.c.flavor_id, proj_table.c.project_id).where(
+                proj_table.c.flavor_id.in_(ids)
+            )
+        ):
+            projects[fid].append(project)
+    for row in rows:
+        row["extra_specs"] = specs[row["id"]]
+        row["projects"] = sorted(projects[row["id"]])
+    return rows
+
+
 class AggregatesFingerprint(NamedTuple):
     """What a request compares to decide whether the aggregates it holds are still those of
     the API database: every insert or delete moves a count or a highest id, every update of
@@ -326,6 +375,20 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "instance_groups": ("id", "uuid", "name", "user_id", "project_id"),
     "instance_group_policy": ("id", "group_id", "policy", "rules"),
     "instance_group_member": ("id", "group_id", "instance_uuid"),
+    "flavors": (
+        "id",
+        "flavorid",
+        "name",
+        "vcpus",
+        "memory_mb",
+        "root_gb",
+        "ephemeral_gb",
+        "swap",
+        "is_public",
+        "disabled",
+    ),
+    "flavor_extra_specs": ("flavor_id", "key", "value"),
+    "flavor_projects": ("flavor_id", "project_id"),
     # cell database
     "compute_nodes": (*ComputeNodeRow._fields, "deleted_at"),
     "services": ServiceRow._fields,

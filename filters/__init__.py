@@ -110,6 +110,11 @@ class BaseHostFilter:
     default_reason = "rejected"
     # Whether check's answer depends on nothing of the host but its aggregates.
     per_aggregates = False
+    # Whether check's answer can change when an instance is placed on the host (its free
+    # resources, instance or I/O counts, NUMA cells, PCI devices). Capacity counting
+    # (scheduler/capacity) asks such a filter again after each instance it counts on a host;
+    # one that says False is asked once per host. Unsure: leave it True.
+    depends_on_consumption = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

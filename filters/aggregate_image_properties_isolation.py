@@ -28,6 +28,8 @@ class AggregateImagePropertiesIsolation(BaseHostFilter):
     is also a property set on the image, the property's value must be one of the key's
     (comma-separated) values. Keys the image does not set are ignored."""
 
+    depends_on_consumption = False
+
     # nova runs it on rebuild: the new image must fit the host the server is on
     RUN_ON_REBUILD = True
     # the image and the aggregates do not change within a request

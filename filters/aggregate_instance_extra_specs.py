@@ -41,6 +41,8 @@ class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
     metadata and one of its (comma-separated) values must match the extra spec (with the
     extra-spec operators: ``>= 4``, ``<in> ssd``, ``<or> a <or> b`` ...)."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     # the flavor and the aggregates do not change within a request
     run_filter_once_per_request = True

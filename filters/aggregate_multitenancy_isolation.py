@@ -31,6 +31,8 @@ class AggregateMultiTenancyIsolation(BaseHostFilter):
     metadata key (``filter_tenant_id``, ``filter_tenant_id2`` ...), and hosts whose
     aggregates have no such key. Other projects' hosts are still open to this project."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     # the project and the aggregates do not change within a request
     run_filter_once_per_request = True

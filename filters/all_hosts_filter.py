@@ -10,6 +10,8 @@ from filters import PASS_ALL, BaseHostFilter
 class AllHostsFilter(BaseHostFilter):
     """Passes every host."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     # nothing about a host changes within a request
     run_filter_once_per_request = True

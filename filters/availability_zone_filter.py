@@ -39,6 +39,8 @@ class AvailabilityZoneFilter(BaseHostFilter):
     """Passes hosts in the requested availability zone (any host when the request names none;
     hosts in no zone aggregate count as ``default_availability_zone``)."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     # availability zones do not change within a request
     run_filter_once_per_request = True

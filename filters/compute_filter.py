@@ -44,6 +44,8 @@ class ComputeFilter(BaseHostFilter):
     """Passes hosts whose compute service is enabled and has reported within
     ``service_down_time`` seconds (and is not forced down)."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     # the service state does not change within a request
     run_filter_once_per_request = True

@@ -31,6 +31,8 @@ class InstanceHintFilter(BaseHostFilter):
     """Passes hosts that run (``runs_hinted`` True) or do not run (False) one of the instances
     listed in the ``hint`` scheduler hint (every host when there is no hint)."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     # instances placed by this request are not among the hinted ones
     run_filter_once_per_request = True

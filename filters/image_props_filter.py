@@ -231,6 +231,8 @@ class ImagePropertiesFilter(BaseHostFilter):
     """Passes hosts that can run the image's architecture, hypervisor type and VM mode
     (and hypervisor version and address bits, when the image asks for them)."""
 
+    depends_on_consumption = False
+
     # a rebuild may bring a new image, which the current host must still be able to run
     RUN_ON_REBUILD = True
     run_filter_once_per_request = True

@@ -27,6 +27,8 @@ class IsolatedHostsFilter(BaseHostFilter):
     (``isolated_images``) and sends isolated images only to isolated hosts; with
     ``restrict_isolated_hosts_to_isolated_images = False`` isolated hosts take any image."""
 
+    depends_on_consumption = False
+
     # nova runs it on rebuild: the new image must be allowed on the server's host
     RUN_ON_REBUILD = True
     # the image and the options do not change within a request

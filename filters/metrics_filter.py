@@ -53,6 +53,8 @@ class MetricsFilter(BaseHostFilter):
     """Passes hosts that report every metric named in ``[metrics] weight_setting`` (every
     host when it names none), so that the MetricsWeigher can weigh them."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     run_filter_once_per_request = False
 

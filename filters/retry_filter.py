@@ -29,6 +29,8 @@ class RetryFilter(BaseHostFilter):
     """Passes compute nodes this request has not already been tried on (a reschedule
     never goes back to a node that failed it)."""
 
+    depends_on_consumption = False
+
     # the tried list says nothing about where a rebuild may land
     RUN_ON_REBUILD = False
     run_filter_once_per_request = False

@@ -49,6 +49,8 @@ class SimpleCIDRAffinityFilter(BaseHostFilter):
     and ``cidr`` scheduler hints (``cidr`` defaults to ``/24``; every host passes without
     ``build_near_host_ip``)."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     # the hints and the host IPs do not change within a request
     run_filter_once_per_request = True

@@ -21,6 +21,8 @@ class AggregateTypeAffinityFilter(BaseHostFilter):
     their aggregates lists the flavor's name in its ``instance_type`` (a comma-separated
     list of flavor names)."""
 
+    depends_on_consumption = False
+
     RUN_ON_REBUILD = False
     # the flavor and the aggregates do not change within a request
     run_filter_once_per_request = True

@@ -24,11 +24,12 @@ error is one line on stderr and a non-zero exit status (``--debug`` adds the tra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
@@ -391,25 +392,22 @@ def _explain_view(placement: Any) -> Any:
     return refresher
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
-    """A dry run of the scheduler for one request: nothing is claimed or consumed."""
-    import types
-
-    from scheduler import explain
+@contextlib.contextmanager
+def _one_shot_driver(all_hosts: bool) -> Iterator[Any]:
+    """The filter scheduler of a one-shot command (explain, capacity): the host manager,
+    the Placement client from [placement] (none with ``all_hosts``) and the provider view
+    when it can be loaded quickly; stopped on the way out."""
     from scheduler.drivers.filter_scheduler import FilterScheduler
-    from scheduler.exceptions import ConfigurationError, InvalidRequest
+    from scheduler.exceptions import ConfigurationError
     from scheduler.hosts.manager import HostManager
 
-    spec = _explain_spec(args)
     view: Any = False
-    if args.project_id:
-        spec.project_id = args.project_id
     try:
         host_manager = HostManager(CONF)
     except ConfigurationError as exc:
         raise CommandError(str(exc))
     try:
-        if args.all_hosts:
+        if all_hosts:
             placement: Any = _NoPlacement()
         else:
             from scheduler.placement.from_conf import client_from_conf
@@ -419,12 +417,30 @@ def cmd_explain(args: argparse.Namespace) -> int:
             except ConfigurationError as exc:
                 raise CommandError(f"{exc} (or use --all-hosts to leave Placement out)")
         try:
-            view = _explain_view(placement) if not args.all_hosts else False
+            view = _explain_view(placement) if not all_hosts else False
             driver = FilterScheduler(
                 placement=placement, host_manager=host_manager, view=view, conf=CONF
             )
         except ConfigurationError as exc:
             raise CommandError(str(exc))
+        yield driver
+    finally:
+        host_manager.stop()
+        if view:
+            view.stop()
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """A dry run of the scheduler for one request: nothing is claimed or consumed."""
+    import types
+
+    from scheduler import explain
+    from scheduler.exceptions import InvalidRequest
+
+    spec = _explain_spec(args)
+    if args.project_id:
+        spec.project_id = args.project_id
+    with _one_shot_driver(args.all_hosts) as driver:
         context = types.SimpleNamespace(
             request_id=f"req-explain-{uuidlib.uuid4()}",
             project_id=spec.project_id,
@@ -434,15 +450,44 @@ def cmd_explain(args: argparse.Namespace) -> int:
             doc = explain.explain_request(driver, context, spec, all_hosts=args.all_hosts)
         except InvalidRequest as exc:
             raise CommandError(f"invalid request: {exc}")
-    finally:
-        host_manager.stop()
-        if view:
-            view.stop()
     if args.format == "json":
         print(json.dumps(doc, indent=2))
     else:
         print(explain.render_text(doc, limit=args.show))
     return 0 if doc["no_valid_host"] is None else 2
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    """How many more instances of each flavor fit, per AZ and aggregate, and the capacity
+    stranded per resource class; nothing is claimed or consumed."""
+    from scheduler import capacity
+    from scheduler.capacity import render
+    from scheduler.exceptions import ConfigurationError
+
+    try:
+        flavors = capacity.load_flavors(CONF, args.flavor)
+    except (ConfigurationError, capacity.UnknownFlavors) as exc:
+        raise CommandError(str(exc))
+    if not flavors:
+        raise CommandError("no public, enabled flavor in the API database (use --flavor)")
+    with _one_shot_driver(False) as driver:
+        calculator = capacity.CapacityCalculator(
+            driver,
+            availability_zone=args.az,
+            aggregate=args.aggregate,
+            project_id=args.project_id or CONF.capacity.project_id,
+        )
+        figures = calculator.flavors(flavors)
+    if args.plot:
+        try:
+            render.plot(figures, args.plot)
+        except render.PlotUnavailable as exc:
+            raise CommandError(str(exc))
+    if args.json:
+        print(json.dumps([f.as_dict() for f in figures], indent=2))
+    else:
+        print(render.text(figures, by_aggregate=args.by_aggregate))
+    return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -509,7 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-dir", action="append", metavar="DIR", help="directory of *.conf")
     p.add_argument("--debug", action="store_true", help="log debug output and show tracebacks")
     sub = p.add_subparsers(
-        dest="category", metavar="{db,cell,fleet,host,explain,check,demo}", parser_class=_Parser
+        dest="category",
+        metavar="{db,cell,fleet,host,explain,capacity,check,demo}",
+        parser_class=_Parser,
     )
     sub.required = True
 
@@ -602,6 +649,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.set_defaults(func=cmd_explain)
 
+    cap = sub.add_parser(
+        "capacity",
+        help="how many more instances of each flavor fit, per availability zone and "
+        "aggregate, by the scheduler's own filters and Placement (nothing is claimed), and "
+        "the capacity stranded per resource class",
+    )
+    cap.add_argument(
+        "--flavor",
+        action="append",
+        metavar="NAME",
+        help="a flavor by name or id (repeatable; default: every public, enabled flavor)",
+    )
+    cap.add_argument("--az", metavar="AZ", help="only this availability zone")
+    cap.add_argument("--aggregate", metavar="NAME", help="only the hosts of this aggregate")
+    cap.add_argument(
+        "--project-id",
+        metavar="ID",
+        help="the project asking (default: [capacity] project_id; unset: one no "
+        "tenant-isolated aggregate admits)",
+    )
+    cap.add_argument(
+        "--by-aggregate", action="store_true", help="text: a column per aggregate, not per AZ"
+    )
+    cap.add_argument("--json", action="store_true", help="the figures as JSON")
+    cap.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw the capacity per flavor and AZ into FILE.png (needs matplotlib: pip "
+        "install 'novasched[plot]')",
+    )
+    cap.set_defaults(func=cmd_capacity)
+
     chk = sub.add_parser(
         "check",
         help="check that novasched can run with this nova.conf: plugins, ignored options, the "
@@ -622,6 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chk.add_argument("--json", action="store_true", help="print the results as JSON")
     chk.set_defaults(func=cmd_check)
+
 
     demo = sub.add_parser("demo", help="run the self-contained demo (arguments go to it)")
     demo.set_defaults(func=cmd_demo, demo_args=[])

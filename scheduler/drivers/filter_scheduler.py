@@ -40,7 +40,7 @@ from scheduler.exceptions import (
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.placement import query
-from scheduler.placement.api import MV_CLAIM
+from scheduler.placement.api import MV_CLAIM, AllocationCandidates
 from scheduler.request import SchedulingRequest, Trace
 from scheduler.telemetry import metrics
 from weighers.handler import WeighedHost, WeightHandler, load_weighers
@@ -324,8 +324,16 @@ class FilterScheduler:
         """The prefilters, the Placement query and the HostStates of its candidates; the
         allocation requests by provider go to ``req.scratch.allocation_candidates``. Raises
         NoValidHost (a prefilter refused, Placement failed or found nothing)."""
+        return self.placement_candidates(req)[1]
+
+    def placement_candidates(
+        self, req: SchedulingRequest, *, unlimited: bool = False
+    ) -> tuple[AllocationCandidates, list[HostState]]:
+        """``placement_hosts``, with the candidates' answer itself (its provider summaries
+        hold each provider's capacity and use). ``unlimited``: every candidate, not
+        ``[scheduler] max_placement_results`` of them (capacity counting)."""
         self._run_prefilters(req)
-        return self._hosts_from_placement(req)
+        return self._hosts_from_placement(req, unlimited=unlimited)
 
     def select_hosts(
         self,
@@ -416,9 +424,13 @@ class FilterScheduler:
             return nodes[0].uuid, False
         return None, True
 
-    def _hosts_from_placement(self, req: SchedulingRequest) -> list[HostState]:
-        in_tree, unlimited = self._forced_in_tree(req)
-        queries = query.build_queries(req, conf=self.conf, in_tree=in_tree, unlimited=unlimited)
+    def _hosts_from_placement(
+        self, req: SchedulingRequest, *, unlimited: bool = False
+    ) -> tuple[AllocationCandidates, list[HostState]]:
+        in_tree, forced_unlimited = self._forced_in_tree(req)
+        queries = query.build_queries(
+            req, conf=self.conf, in_tree=in_tree, unlimited=unlimited or forced_unlimited
+        )
         candidates = self.candidates.candidates(req, queries)
         by_rp: dict[str, list[dict[str, Any]]] = {}
         get = by_rp.get
@@ -447,7 +459,7 @@ class FilterScheduler:
                 "cells (a cell may have been skipped; see the warnings)",
                 "no_compute_node",
             )
-        return hosts
+        return candidates, hosts
 
     def _narrow(
         self, req: SchedulingRequest, hosts: list[HostState]

@@ -11,7 +11,6 @@ multi-create, on private copies of the hosts.
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid as uuidlib
 from typing import Any
@@ -63,16 +62,6 @@ def request_summary(spec: RequestSpec) -> dict[str, Any]:
         "is_bfv": spec.is_bfv,
         "is_rebuild": spec.is_rebuild,
     }
-
-
-def _shadow(host: HostState) -> HostState:
-    """A private copy of a shared HostState, for simulated consumption."""
-    twin = copy.copy(host)
-    # consumption on the copy must not reach the host manager's columns
-    twin._table = None
-    twin._row = -1
-    twin.instances = dict(host.instances or {})
-    return twin
 
 
 def _ms(seconds: float) -> float:
@@ -216,7 +205,7 @@ def _dry_run(
     num = max(1, req.num_instances or 1)
     if num > 1:
         # later instances see the earlier ones' consumption, on private copies only
-        hosts = [_shadow(h) for h in hosts]
+        hosts = [h.detached_copy() for h in hosts]
     default_az = driver.conf.default_availability_zone
     instance_uuids = [str(uuidlib.uuid4()) for _ in range(num)]
     if req.instance_group is not None:

@@ -24,6 +24,7 @@ reads "its last report + exactly the consumptions still pending".
 
 from __future__ import annotations
 
+import copy
 import datetime
 import itertools
 import json
@@ -601,6 +602,15 @@ class HostState:
             if self._table is not None:
                 self._mirror()
         return key
+
+    def detached_copy(self) -> HostState:
+        """A private copy to count simulated instances on (explain's multi-create, capacity):
+        what it consumes reaches neither this host nor the host manager's columns."""
+        twin = copy.copy(self)
+        twin._table = None
+        twin._row = -1
+        twin.instances = dict(self.instances or {})
+        return twin
 
     def release_consumption(self, keys: Iterable[str] | None, reason: str) -> int:
         """Stop counting these consumptions (None: all of ours) on this host: its last

@@ -158,6 +158,15 @@ RULES: dict[str, tuple[str, ...]] = {
         *_TOP,
         "db",
     ),
+    # capacity counts over the driver object it is given, as explain does, and reads the
+    # flavors from the API database
+    "scheduler.capacity": (
+        "scheduler.drivers",
+        "scheduler.rpc",
+        "scheduler.explain",
+        *_TELEMETRY_SERVICE,
+        *_TOP,
+    ),
     # the RPC edge reaches the driver through the object the service loads
     "scheduler.rpc": (
         *_TOP,

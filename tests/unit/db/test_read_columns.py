@@ -43,6 +43,7 @@ EXERCISED = {
     "get_instance_uuids_by_host",
     "get_instance_details_by_host",
     "get_minimum_service_version",
+    "get_flavors",
 }
 
 
@@ -86,6 +87,13 @@ def _seed(api: sa.Engine, cell: sa.Engine) -> None:
             )
         )
         conn.execute(models.instance_groups.insert().values(id=1, uuid="g1", name="grp"))
+        conn.execute(
+            models.flavors.insert().values(
+                id=1, flavorid="f1", name="m1.tiny", vcpus=1, memory_mb=512, swap=0
+            )
+        )
+        conn.execute(models.flavor_extra_specs.insert().values(flavor_id=1, key="k", value="v"))
+        conn.execute(models.flavor_projects.insert().values(flavor_id=1, project_id="p1"))
         conn.execute(
             models.instance_group_policy.insert().values(policy="affinity", rules="{}", group_id=1)
         )
@@ -131,6 +139,13 @@ def _run_every_read(api: sa.Engine, cell: sa.Engine) -> None:
     )
     group = queries.get_instance_group(api, "g1")
     assert group is not None and group["members"] == ["i1"]
+    (flavor,) = queries.get_flavors(api)
+    assert (flavor["name"], flavor["extra_specs"], flavor["projects"]) == (
+        "m1.tiny",
+        {"k": "v"},
+        ["p1"],
+    )
+    assert queries.get_flavors(api, ["f1"]) == [flavor]
     assert queries.get_compute_nodes(cell)
     assert queries.get_compute_nodes(cell, uuids=["cn1"])
     assert queries.get_compute_nodes(cell, updated_since=EARLIER)

@@ -22,6 +22,7 @@ from scheduler.placement.api import (
     ClaimConnectionLost,
     ClaimOutcomeUnknown,
 )
+from scheduler.placement.view import Inventory, ProviderRecord
 
 CELL1 = "cell-1"
 CELL2 = "cell-2"
@@ -283,3 +284,34 @@ class FakeHostManager:
 
     def status(self) -> list[dict]:
         return []
+
+
+# -- the provider view, filled by a test ----------------------------------------------------
+class NoFeed:
+    """The view is filled by the test; nothing reads Placement."""
+
+    name = "test"
+
+    def load(self, view):
+        pass
+
+    def poll(self, view):
+        return 0
+
+    def close(self):
+        pass
+
+
+def provider_record(host, *, vcpus=8, ram_mb=8192, disk_gb=100, used=None, consumers=()):
+    return ProviderRecord(
+        uuid=host.uuid,
+        generation=3,
+        name=host.nodename,
+        inventories={
+            "VCPU": Inventory(vcpus),
+            "MEMORY_MB": Inventory(ram_mb),
+            "DISK_GB": Inventory(disk_gb),
+        },
+        used=dict(used or {}),
+        consumers=frozenset(consumers),
+    )

@@ -9,44 +9,16 @@ import pytest
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.placement.api import ClaimConflict
-from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
+from scheduler.placement.view import ProviderView, ViewRefresher
 from tests.unit.scheduler.drivers.fakes import (
     CONTEXT,
     FakeHostManager,
     FakePlacement,
+    NoFeed,
     make_host,
     make_spec,
+    provider_record,
 )
-
-
-class _NoFeed:
-    """The view is filled by the test; nothing reads Placement."""
-
-    name = "test"
-
-    def load(self, view):
-        pass
-
-    def poll(self, view):
-        return 0
-
-    def close(self):
-        pass
-
-
-def _record(host, *, vcpus=8, ram_mb=8192, disk_gb=100, used=None, consumers=()):
-    return ProviderRecord(
-        uuid=host.uuid,
-        generation=3,
-        name=host.nodename,
-        inventories={
-            "VCPU": Inventory(vcpus),
-            "MEMORY_MB": Inventory(ram_mb),
-            "DISK_GB": Inventory(disk_gb),
-        },
-        used=dict(used or {}),
-        consumers=frozenset(consumers),
-    )
 
 
 class ViewCloud:
@@ -61,7 +33,7 @@ class ViewCloud:
         self.driver = FilterScheduler(
             placement=self.placement,
             host_manager=self.host_manager,
-            view=ViewRefresher(self.view, _NoFeed()),
+            view=ViewRefresher(self.view, NoFeed()),
         )
         self.requests = []
         new_request = self.driver.new_request
@@ -83,7 +55,7 @@ def hosts():
 
 
 def test_the_view_answers_and_placement_only_takes_the_claim(hosts):
-    cloud = ViewCloud(hosts, [_record(h, ram_mb=h.total_usable_ram_mb) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h, ram_mb=h.total_usable_ram_mb) for h in hosts])
     result = cloud.select(make_spec(ram_mb=2048))
     assert cloud.placement.queries == []  # no GET /allocation_candidates
     assert result[0][0].service_host == "host-b"
@@ -97,7 +69,7 @@ def test_the_view_answers_and_placement_only_takes_the_claim(hosts):
 
 
 def test_a_claim_is_counted_in_the_view_at_once(hosts):
-    cloud = ViewCloud(hosts, [_record(h, ram_mb=4096) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h, ram_mb=4096) for h in hosts])
     cloud.select(make_spec(ram_mb=3000), ["first"])
     claimed_rp = next(iter(cloud.placement.claims["first"]["alloc_req"]["allocations"]))
     assert cloud.view.known(claimed_rp) == (3, 4)  # one own claim since the read
@@ -109,7 +81,7 @@ def test_a_claim_is_counted_in_the_view_at_once(hosts):
 
 
 def test_shapes_the_view_does_not_answer_go_to_placement(hosts):
-    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
     spec = make_spec(ram_mb=1024)
     spec.flavor.extra_specs = {"resources1:CUSTOM_FPGA": "1"}
     cloud.select(spec)
@@ -122,7 +94,7 @@ def test_shapes_the_view_does_not_answer_go_to_placement(hosts):
 def test_an_empty_answer_from_the_view_is_placements_to_give(hosts):
     # the view thinks both hosts are full; Placement (which saw a DELETE) has room
     full = {"MEMORY_MB": 8192}
-    cloud = ViewCloud(hosts, [_record(h, used=full) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h, used=full) for h in hosts])
     result = cloud.select(make_spec(ram_mb=2048))
     assert len(cloud.placement.queries) == 1
     assert result[0][0].service_host in {"host-a", "host-b"}
@@ -131,7 +103,7 @@ def test_an_empty_answer_from_the_view_is_placements_to_give(hosts):
 
 
 def test_a_refused_claim_marks_the_providers_dirty_and_placement_is_asked_again(hosts):
-    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
     for h in hosts:  # the view is wrong about both hosts
         cloud.placement.claim_errors[h.host] = ClaimConflict("would exceed the capacity")
     with pytest.raises(NoValidHost):
@@ -143,7 +115,7 @@ def test_a_refused_claim_marks_the_providers_dirty_and_placement_is_asked_again(
 
 
 def test_placement_asked_again_is_an_attempt_with_its_own_trace(hosts):
-    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
     for h in hosts:
         cloud.placement.claim_errors[h.host] = ClaimConflict("would exceed the capacity")
     seen = []
@@ -167,7 +139,7 @@ def test_placement_asked_again_is_an_attempt_with_its_own_trace(hosts):
 
 
 def test_the_view_failing_is_recovered_by_placement(hosts):
-    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
     cloud.placement.claim_errors["host-b"] = ClaimConflict("would exceed the capacity")
     # host-a is refused on the first pass (the view's candidates) and taken on the second
     attempts = []
@@ -186,7 +158,7 @@ def test_the_view_failing_is_recovered_by_placement(hosts):
 
 
 def test_a_rollback_stops_counting_the_claims(hosts):
-    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
     cloud.placement.consumer_errors["inst-1"] = ClaimConflict("full")
     with pytest.raises(NoValidHost):
         cloud.select(make_spec(ram_mb=1024, num_instances=2))
@@ -196,7 +168,7 @@ def test_a_rollback_stops_counting_the_claims(hosts):
 
 
 def test_delete_instance_info_reads_the_hosts_provider_again(hosts):
-    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
     cloud.driver.host_manager.instance_tracker = type(
         "Tracker", (), {"delete_instance_info": lambda self, host, uuid: None}
     )()
@@ -205,7 +177,7 @@ def test_delete_instance_info_reads_the_hosts_provider_again(hosts):
 
 
 def test_an_old_view_is_not_used(hosts):
-    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
     cloud.view.max_age = 0.0
     time.sleep(0.01)
     cloud.select(make_spec(ram_mb=1024))
@@ -215,7 +187,7 @@ def test_an_old_view_is_not_used(hosts):
 
 
 def test_a_view_that_raises_hands_the_request_to_placement(hosts):
-    cloud = ViewCloud(hosts, [_record(h) for h in hosts])
+    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
 
     def broken(query, **kw):
         raise RuntimeError("a bug in the view")

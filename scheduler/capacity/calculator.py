@@ -1,0 +1,285 @@
+"""How many more instances of a flavor fit, and where: the real chain, claiming nothing.
+
+For each flavor the calculator runs what ``select_destinations`` runs for one instance of
+it: the prefilters, the candidates (the provider view, or ``GET /allocation_candidates``
+without a limit), the HostStates and the enabled filters. Then, per host that passed:
+
+- **Placement's side:** how many more allocations of the flavor the host's providers hold,
+  from the candidates' provider summaries (capacity and use per resource class).
+- **The filters' side:** the filters whose answer can change when an instance lands on the
+  host (``BaseHostFilter.depends_on_consumption``: NUMA, PCI, instance and I/O counts, the
+  legacy RAM/CPU/disk filters, a third-party filter unless it says otherwise), asked again
+  after each instance counted on a private copy of the host, until one refuses. A filter
+  whose ``prepare`` passes every host for this flavor is not asked.
+
+Placing instances one after another, with the scheduler's own consumption between them
+(what nova does for a stream of boots), gives the same total: a placement on one host
+changes no other host's answer for a request without a server group, so each host takes as
+many as it holds, whichever order the weighers choose. (``tests/unit/scheduler/capacity``
+proves it against the driver's own cycle.) The weighers are not run.
+
+What is free but no further instance of the flavor can use is its *stranded* capacity, per
+resource class the flavor asks for: on every up and enabled host in scope, what its compute
+node reports free (within the allocation ratios) less what the counted instances take.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid as uuidlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from filters import PASS_ALL
+from filters.compute_filter import ComputeFilter
+from filters.handler import apply_filter
+from scheduler.exceptions import NoValidHost
+from scheduler.hosts.state import HostState
+from scheduler.objects import Flavor, RequestSpec
+
+# the resource classes whose stranded capacity is reported, read from the compute nodes
+STRANDED_CLASSES = ("VCPU", "MEMORY_MB", "DISK_GB")
+# per host, at most this many instances are simulated for a flavor that asks Placement for
+# nothing countable; a host that still takes more is unbounded
+MAX_SIMULATED = 10_000
+
+
+@dataclass(slots=True)
+class FlavorCapacity:
+    """How many more instances of one flavor fit (``total`` None: unbounded)."""
+
+    flavor: str
+    total: int | None
+    by_az: dict[str, int] = field(default_factory=dict)
+    by_aggregate: dict[str, int] = field(default_factory=dict)
+    by_host: dict[str, int] = field(default_factory=dict)  # "host/node" -> instances
+    stranded: dict[str, float] = field(default_factory=dict)  # resource class -> amount
+    # when nothing fits: why (the NoValidHost the scheduler would give)
+    reason: str = ""
+    source: str = ""  # where the candidates came from: "view" or "placement"
+    elapsed: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "flavor": self.flavor,
+            "total": self.total,
+            "by_az": dict(sorted(self.by_az.items())),
+            "by_aggregate": dict(sorted(self.by_aggregate.items())),
+            "by_host": dict(sorted(self.by_host.items())),
+            "stranded": {rc: round(v, 3) for rc, v in sorted(self.stranded.items())},
+            "reason": self.reason or None,
+            "source": self.source or None,
+            "elapsed_ms": round(self.elapsed * 1000, 3),
+        }
+
+
+class CapacityCalculator:
+    """Capacity per flavor over the hosts of ``driver`` (a FilterScheduler), optionally
+    within one availability zone and one aggregate (by name), for ``project_id`` (None: a
+    project no tenant-isolated aggregate admits)."""
+
+    def __init__(
+        self,
+        driver: Any,
+        *,
+        availability_zone: str | None = None,
+        aggregate: str | None = None,
+        project_id: str | None = None,
+    ):
+        self.driver = driver
+        self.availability_zone = availability_zone
+        self.aggregate = aggregate
+        self.project_id = project_id
+        self._scope: list[HostState] | None = None
+
+    # -- per flavor ----------------------------------------------------------------------------
+    def flavor(self, flavor: Flavor) -> FlavorCapacity:
+        started = time.perf_counter()
+        out = FlavorCapacity(flavor=flavor.name or flavor.flavorid or "?", total=0)
+        req = self.driver.new_request(self._context(), self._spec(flavor))
+        fits: list[tuple[HostState, int | None]] = []
+        try:
+            candidates, hosts = self.driver.placement_candidates(req, unlimited=True)
+        except NoValidHost as exc:
+            out.reason = exc.reason
+        else:
+            out.source = req.trace.candidate_source
+            fits, out.reason = self._fits(req, hosts, candidates.provider_summaries)
+        default_az = self.driver.conf.default_availability_zone
+        for host, n in fits:
+            if not n:
+                continue
+            az = host.availability_zone or default_az
+            out.by_az[az] = out.by_az.get(az, 0) + n
+            for agg in host.aggregates or ():
+                name = getattr(agg, "name", None) or getattr(agg, "uuid", "?")
+                out.by_aggregate[name] = out.by_aggregate.get(name, 0) + n
+            out.by_host[f"{host.host}/{host.nodename}"] = n
+        unbounded = any(n is None for _, n in fits)
+        out.total = None if unbounded else sum(out.by_host.values())
+        if out.total != 0:
+            out.reason = ""
+        counted = {(h.host, h.nodename): n for h, n in fits if n}
+        out.stranded = self._stranded(req, self._hosts_in_scope(), counted)
+        out.elapsed = time.perf_counter() - started
+        return out
+
+    def flavors(self, flavors: Iterable[Flavor]) -> list[FlavorCapacity]:
+        return [self.flavor(f) for f in flavors]
+
+    # -- the steps -----------------------------------------------------------------------------
+    def _context(self) -> Any:
+        return SimpleNamespace(
+            request_id=f"req-capacity-{uuidlib.uuid4()}",
+            project_id=self.project_id,
+            user_id=None,
+        )
+
+    def _spec(self, flavor: Flavor) -> RequestSpec:
+        return RequestSpec(
+            flavor=flavor,
+            num_instances=1,
+            project_id=self.project_id,
+            availability_zone=self.availability_zone,
+        )
+
+    def _fits(
+        self, req: Any, hosts: list[HostState], summaries: dict[str, dict[str, Any]]
+    ) -> tuple[list[tuple[HostState, int | None]], str]:
+        """Each host that passes the filters, with how many instances it takes (None:
+        unbounded); when none does, why."""
+        # the filters narrow the scratch area's candidates for the first instance; Placement's
+        # arithmetic starts from what Placement answered
+        answered = dict(req.scratch.allocation_candidates)
+        report = self.driver.filter_handler.run(hosts, req, 0, request_id=req.request_id)
+        passed = self._in_aggregate(report.hosts)
+        if not passed:
+            reason = (
+                report.summary(len(hosts))
+                if not report.hosts
+                else (f"no host of aggregate {self.aggregate} passes the filters")
+            )
+            return [], reason
+        dependent = []
+        for filter_ in self.driver.filter_handler.filters:
+            if not getattr(filter_, "depends_on_consumption", True):
+                continue
+            prepared = filter_.prepare(req)
+            if prepared is not PASS_ALL:
+                dependent.append((filter_, prepared))
+        fits: list[tuple[HostState, int | None]] = []
+        for host in passed:
+            placement = _placement_fit(answered.get(host.uuid) or (), summaries)
+            if placement == 0:
+                continue
+            if not dependent:
+                fits.append((host, None if placement == math.inf else int(placement)))
+                continue
+            limit = MAX_SIMULATED if placement == math.inf else int(placement)
+            taken = _simulate(req, host, dependent, answered.get(host.uuid) or [], limit)
+            unbounded = placement == math.inf and taken >= MAX_SIMULATED
+            fits.append((host, None if unbounded else taken))
+        return fits, ""
+
+    def _in_aggregate(self, hosts: list[HostState]) -> list[HostState]:
+        if not self.aggregate:
+            return list(hosts)
+        wanted = self.aggregate
+        return [
+            h
+            for h in hosts
+            if any(getattr(a, "name", None) == wanted for a in (h.aggregates or ()))
+        ]
+
+    def _hosts_in_scope(self) -> list[HostState]:
+        """Every up and enabled host of the scope (AZ, aggregate): stranded capacity is
+        counted on them."""
+        if self._scope is None:
+            req = self.driver.new_request(
+                self._context(), self._spec(Flavor(name="scope", vcpus=0, memory_mb=0))
+            )
+            hosts = self.driver.all_hosts(req)
+            up = apply_filter(ComputeFilter(), hosts, req).passed
+            if self.availability_zone:
+                default = self.driver.conf.default_availability_zone
+                up = [h for h in up if (h.availability_zone or default) == self.availability_zone]
+            self._scope = self._in_aggregate(up)
+        return self._scope
+
+    @staticmethod
+    def _stranded(
+        req: Any, scope: list[HostState], counted: dict[tuple[str, str], int]
+    ) -> dict[str, float]:
+        asked = _asked(req.flavor)
+        out = dict.fromkeys((rc for rc in STRANDED_CLASSES if asked.get(rc)), 0.0)
+        for host in scope:
+            free = _free(host)
+            n = counted.get((host.host, host.nodename), 0)
+            for rc in out:
+                out[rc] += max(0.0, free[rc] - n * asked[rc])
+        return out
+
+
+def _placement_fit(
+    alloc_reqs: Iterable[dict[str, Any]], summaries: dict[str, dict[str, Any]]
+) -> float:
+    """How many allocations like the host's candidates its providers hold: per resource
+    class, the sum over the providers that serve it of what is free there divided by the
+    amount asked, and the smallest of those (inf: nothing countable is asked)."""
+    per_class: dict[str, dict[str, int]] = {}  # rc -> provider -> amount per instance
+    for areq in alloc_reqs:
+        for rp, alloc in (areq.get("allocations") or {}).items():
+            for rc, amount in (alloc.get("resources") or {}).items():
+                if amount:
+                    per_class.setdefault(rc, {}).setdefault(rp, amount)
+    fit = math.inf
+    for rc, providers in per_class.items():
+        total = 0
+        for rp, amount in providers.items():
+            summary = ((summaries.get(rp) or {}).get("resources") or {}).get(rc) or {}
+            free = summary.get("capacity", 0) - summary.get("used", 0)
+            total += max(0, int(free // amount))
+        fit = min(fit, total)
+    return fit
+
+
+def _simulate(
+    req: Any, host: HostState, dependent: list[tuple[Any, Any]], answered: list[Any], limit: int
+) -> int:
+    """How many instances the filters in ``dependent`` let ``host`` take, counting each on
+    a private copy (the first one passed already), up to ``limit``."""
+    twin = host.detached_copy()
+    taken = 1
+    candidates = req.scratch.allocation_candidates
+    while taken < limit:
+        twin.consume_from_request(req)
+        if host.uuid:
+            candidates[host.uuid] = list(answered)
+        for filter_, prepared in dependent:
+            if not filter_.check(twin, prepared):
+                return taken
+        taken += 1
+    return taken
+
+
+def _asked(flavor: Flavor) -> dict[str, float]:
+    """What one instance of the flavor takes of the compute node's resources."""
+    disk = (flavor.root_gb or 0) + (flavor.ephemeral_gb or 0) + math.ceil((flavor.swap or 0) / 1024)
+    return {"VCPU": flavor.vcpus or 0, "MEMORY_MB": flavor.memory_mb or 0, "DISK_GB": disk}
+
+
+def _free(host: HostState) -> dict[str, float]:
+    """What the host's compute node reports free, within its allocation ratios."""
+    ram_total = host.total_usable_ram_mb or 0
+    disk_total = host.total_usable_disk_gb or 0
+    return {
+        "VCPU": (host.vcpus_total or 0) * (host.cpu_allocation_ratio or 1.0)
+        - (host.vcpus_used or 0),
+        "MEMORY_MB": ram_total * (host.ram_allocation_ratio or 1.0)
+        - (ram_total - (host.free_ram_mb or 0)),
+        "DISK_GB": disk_total * (host.disk_allocation_ratio or 1.0)
+        - (disk_total - (host.free_disk_mb or 0) / 1024),
+    }

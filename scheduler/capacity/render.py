@@ -1,0 +1,101 @@
+"""The capacity figures for a reader: a table in text, a bar chart in a PNG."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from scheduler.capacity.calculator import STRANDED_CLASSES, FlavorCapacity
+
+INSTALL_HINT = "pip install 'novasched[plot]'"
+
+
+class PlotUnavailable(Exception):
+    """matplotlib is missing, or the picture cannot be written."""
+
+
+def _count(n: int | None) -> str:
+    return "unbounded" if n is None else f"{n:,}"
+
+
+def text(figures: Sequence[FlavorCapacity], *, by_aggregate: bool = False) -> str:
+    """One row per flavor: how many more fit in total and per AZ (or per aggregate), and
+    the stranded capacity per resource class; then why for each flavor that fits nowhere."""
+    part = "by_aggregate" if by_aggregate else "by_az"
+    columns = sorted({name for f in figures for name in getattr(f, part)})
+    head = ["flavor", "total", *columns, *(f"stranded {rc}" for rc in STRANDED_CLASSES)]
+    rows = []
+    for f in figures:
+        counts = getattr(f, part)
+        rows.append(
+            [
+                f.flavor,
+                _count(f.total),
+                *(f"{counts.get(c, 0):,}" for c in columns),
+                *(f"{f.stranded[rc]:,.0f}" if rc in f.stranded else "-" for rc in STRANDED_CLASSES),
+            ]
+        )
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in [head, ["-" * w for w in widths], *rows]
+    ]
+    why = [f"{f.flavor}: {f.reason}" for f in figures if f.total == 0 and f.reason]
+    if why:
+        lines += ["", "Fits nowhere:", *(f"  {line}" for line in why)]
+    source = sorted({f.source for f in figures if f.source})
+    if source:
+        lines += ["", f"Candidates from: {', '.join(source)}"]
+    return "\n".join(lines)
+
+
+def _matplotlib() -> Any:
+    try:
+        matplotlib = importlib.import_module("matplotlib")
+        matplotlib.use("Agg")
+        return importlib.import_module("matplotlib.pyplot")
+    except ImportError as exc:
+        raise PlotUnavailable(
+            f"--plot needs matplotlib, which is not installed here ({exc}); install it "
+            f"with: {INSTALL_HINT}"
+        ) from None
+
+
+def plot(figures: Sequence[FlavorCapacity], path: str) -> None:
+    """Stacked bars: per flavor, how many more instances fit, one colour per AZ."""
+    plt = _matplotlib()
+    zones = sorted({az for f in figures for az in f.by_az})
+    names = [f.flavor for f in figures]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.5))
+    try:
+        bottom = [0] * len(figures)
+        for az in zones:
+            values = [f.by_az.get(az, 0) for f in figures]
+            ax.bar(names, values, bottom=bottom, label=az)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        for x, f in enumerate(figures):
+            ax.annotate(
+                _count(f.total),
+                (x, bottom[x]),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                xytext=(0, 2),
+                textcoords="offset points",
+            )
+        ax.set_ylabel("instances that still fit")
+        ax.set_title("Capacity per flavor and availability zone")
+        if zones:
+            ax.legend(title="AZ", fontsize=8)
+        ax.tick_params(axis="x", labelrotation=30)
+        fig.tight_layout()
+        try:
+            fig.savefig(path, dpi=120)
+        except OSError as exc:
+            raise PlotUnavailable(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)

@@ -1,0 +1,212 @@
+"""The capacity a flavor is given equals the boots of it the driver then takes, one after
+another, before its first NoValidHost (placing on one host changes no other host's answer,
+so counting per host is the same as placing in the weighers' order).
+
+The driver is the real FilterScheduler with its filters and a real ProviderView; Placement
+is a stand-in that answers from that view (so it refuses what the view has no room for) and
+takes the claims the view then counts.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid as uuidlib
+
+import pytest
+
+from scheduler.capacity import CapacityCalculator
+from scheduler.conf import CONF
+from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.exceptions import NoValidHost
+from scheduler.objects import Aggregate, Flavor, RequestSpec
+from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
+from tests.unit.scheduler.drivers.fakes import (
+    CONTEXT,
+    FakeHostManager,
+    FakePlacement,
+    NoFeed,
+    make_host,
+)
+
+
+class ViewPlacement(FakePlacement):
+    """Placement as the view sees it: its candidates are the view's, nothing more."""
+
+    def __init__(self, hosts, view):
+        super().__init__(hosts)
+        self.view = view
+
+    def get_allocation_candidates(self, query, request_id=None, *, not_before=None):
+        self.queries.append(query)
+        answer = self.view.candidates(query)
+        assert answer.candidates is not None, answer.reason
+        return answer.candidates
+
+
+def _record(host):
+    """Placement's record of a host's compute node, as nova-compute reports it."""
+    return ProviderRecord(
+        uuid=host.uuid,
+        generation=1,
+        name=host.nodename,
+        inventories={
+            "VCPU": Inventory(host.vcpus_total, allocation_ratio=host.cpu_allocation_ratio),
+            "MEMORY_MB": Inventory(
+                host.total_usable_ram_mb, allocation_ratio=host.ram_allocation_ratio
+            ),
+            "DISK_GB": Inventory(
+                host.total_usable_disk_gb, allocation_ratio=host.disk_allocation_ratio
+            ),
+        },
+        aggregates=frozenset(a.uuid for a in host.aggregates),
+    )
+
+
+def _cloud(hosts, aggregates=()):
+    view = ProviderView()
+    view.replace_all([_record(h) for h in hosts], 0.0)
+    view.mark_refreshed(view.now())
+    placement = ViewPlacement(hosts, view)
+    driver = FilterScheduler(
+        placement=placement,
+        host_manager=FakeHostManager(hosts, list(aggregates)),
+        view=ViewRefresher(view, NoFeed()),
+    )
+    return driver, placement
+
+
+def _boots(driver, flavor: Flavor, limit: int = 500) -> int:
+    """Boots of ``flavor`` through the driver, one after another, until a NoValidHost."""
+    for n in range(limit):
+        spec = RequestSpec(flavor=flavor, num_instances=1, project_id="p", user_id="u")
+        try:
+            driver.select_destinations(CONTEXT, spec, [str(uuidlib.uuid4())], False)
+        except NoValidHost:
+            return n
+    raise AssertionError(f"more than {limit} boots fit")
+
+
+def _az(name: str, hosts: list[str], agg_id: int) -> Aggregate:
+    return Aggregate(
+        id=agg_id,
+        uuid=f"agg-{name}",
+        name=name,
+        hosts=set(hosts),
+        metadata={"availability_zone": name},
+    )
+
+
+def test_capacity_is_what_placement_holds_per_host_and_equals_the_boots():
+    aggregates = [_az("az-a", ["big"], 1), _az("az-b", ["small"], 2)]
+    hosts = [
+        make_host("big", vcpus=16, ram_mb=32768, disk_gb=400, aggregates=[aggregates[0]]),
+        make_host("small", vcpus=4, ram_mb=8192, disk_gb=100, aggregates=[aggregates[1]]),
+        make_host("off", vcpus=64, ram_mb=65536, disabled=True),
+        make_host("dead", vcpus=64, ram_mb=65536, down=True),
+    ]
+    flavor = Flavor(name="m1.medium", vcpus=2, memory_mb=4096, root_gb=40)
+    driver, _ = _cloud(hosts, aggregates)
+    cap = CapacityCalculator(driver).flavor(flavor)
+    # with nova's cpu_allocation_ratio 4.0, big: min(64/2, 32768/4096, 400/40) = 8;
+    # small: min(16/2, 8192/4096, 100/40) = 2; off and dead: none
+    assert cap.total == 10
+    assert cap.by_host == {"big/big": 8, "small/small": 2}
+    assert cap.by_az == {"az-a": 8, "az-b": 2}
+    assert cap.by_aggregate == {"az-a": 8, "az-b": 2}
+    assert cap.source == "view"
+    # what no further m1.medium can use on the up hosts: big 48 vCPUs and 80 GB, small 12
+    # vCPUs and 20 GB
+    assert cap.stranded == {"VCPU": 48.0 + 12.0, "MEMORY_MB": 0.0, "DISK_GB": 80.0 + 20.0}
+    assert _boots(driver, flavor) == cap.total
+
+
+def test_a_flavor_that_fits_nowhere_says_why():
+    hosts = [make_host("h1", vcpus=4, ram_mb=4096), make_host("h2", vcpus=4, ram_mb=4096)]
+    driver, _ = _cloud(hosts)
+    cap = CapacityCalculator(driver).flavor(Flavor(name="huge", vcpus=2, memory_mb=8192))
+    assert cap.total == 0 and cap.by_host == {}
+    assert cap.reason  # the NoValidHost the scheduler would give
+    assert cap.stranded["VCPU"] == 32.0 and cap.stranded["MEMORY_MB"] == 8192.0
+
+
+def test_the_availability_zone_and_the_aggregate_narrow_the_count():
+    aggregates = [
+        _az("az-a", ["h0", "h1"], 1),
+        _az("az-b", ["h2", "h3"], 2),
+        Aggregate(id=3, uuid="agg-ssd", name="ssd", hosts={"h1", "h2"}, metadata={}),
+    ]
+    hosts = [
+        make_host(
+            f"h{i}",
+            vcpus=8,
+            ram_mb=8192,
+            disk_gb=100,
+            aggregates=[a for a in aggregates if f"h{i}" in a.hosts],
+        )
+        for i in range(4)
+    ]
+    flavor = Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=20)
+    driver, _ = _cloud(hosts, aggregates)
+    assert CapacityCalculator(driver).flavor(flavor).total == 16
+    in_az = CapacityCalculator(driver, availability_zone="az-b").flavor(flavor)
+    assert in_az.by_host == {"h2/h2": 4, "h3/h3": 4}
+    in_both = CapacityCalculator(driver, availability_zone="az-a", aggregate="ssd").flavor(flavor)
+    assert in_both.by_host == {"h1/h1": 4}
+    assert in_both.stranded["VCPU"] == 28.0  # h1's 32 vCPUs (ratio 4.0) less the 4 counted
+
+
+@pytest.fixture
+def dependent_filters():
+    CONF.set_override(
+        "enabled_filters",
+        ["ComputeFilter", "AvailabilityZoneFilter", "AggregateNumInstancesFilter"],
+        group="filter_scheduler",
+    )
+    CONF.set_override("max_instances_per_host", 3, group="filter_scheduler")
+    yield
+    CONF.clear_override("enabled_filters", group="filter_scheduler")
+    CONF.clear_override("max_instances_per_host", group="filter_scheduler")
+
+
+def test_filters_that_depend_on_what_a_host_took_are_asked_after_each_instance(dependent_filters):
+    # Placement holds 16 of the flavor on each host; the instance count stops at 3 per host,
+    # and at 2 on the host whose aggregate says so
+    two = Aggregate(
+        id=1, uuid="agg-two", name="two", hosts={"h-agg"}, metadata={"max_instances_per_host": "2"}
+    )
+    hosts = [
+        make_host("h-count", vcpus=32, ram_mb=65536, disk_gb=1000),
+        make_host("h-agg", vcpus=32, ram_mb=65536, disk_gb=1000, aggregates=[two]),
+    ]
+    flavor = Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=1)
+    driver, _ = _cloud(hosts, [two])
+    cap = CapacityCalculator(driver).flavor(flavor)
+    assert cap.by_host == {"h-count/h-count": 3, "h-agg/h-agg": 2}
+    # counted on private copies: the hosts the scheduler holds took nothing
+    assert [(h.num_instances, h.free_ram_mb) for h in hosts] == [(0, 65536), (0, 65536)]
+    assert _boots(driver, flavor) == cap.total == 5
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_fleets_take_as_many_boots_as_their_capacity(seed):
+    rng = random.Random(seed)
+    hosts = [
+        make_host(
+            f"h{i}",
+            vcpus=rng.choice([2, 4, 8, 16]),
+            ram_mb=rng.choice([2048, 4096, 8192, 16384]),
+            disk_gb=rng.choice([20, 50, 100, 200]),
+            disabled=rng.random() < 0.15,
+            down=rng.random() < 0.1,
+        )
+        for i in range(rng.randint(1, 8))
+    ]
+    flavor = Flavor(
+        name="f",
+        vcpus=rng.choice([1, 2, 4]),
+        memory_mb=rng.choice([512, 1024, 2048, 4096]),
+        root_gb=rng.choice([0, 10, 20]),
+    )
+    driver, _ = _cloud(hosts)
+    cap = CapacityCalculator(driver).flavor(flavor)
+    assert _boots(driver, flavor) == cap.total
