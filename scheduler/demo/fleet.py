@@ -114,6 +114,9 @@ class FleetSpec:
     # more weigher-override aggregates: (name, fraction of the hosts, metadata)
     more_multiplier_aggregates: tuple[tuple[str, float, dict[str, str]], ...] = ()
     max_instances_per_host: int = 4
+    # hosts whose compute node reports a NUMA topology: two cells, each with half the CPUs
+    # and half the memory (drawn apart from the rest: 0 changes no other draw)
+    numa_fraction: float = 0.0
     # share of the existing instances still building (vm_state building, task spawning)
     building_fraction: float = 0.15
     # per host, each capacity and allocation ratio is drawn from these (one value: no draw)
@@ -160,6 +163,7 @@ class FleetSpec:
             "gpu_fraction",
             "nearly_full_fraction",
             "failed_build_fraction",
+            "numa_fraction",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -215,6 +219,7 @@ class Fleet:
     disabled_hosts: set[str]
     down_hosts: set[str]
     aarch64_hosts: set[str] = field(default_factory=set)
+    numa_hosts: set[str] = field(default_factory=set)
     server_groups: list[FleetServerGroup] = field(default_factory=list)
 
     @property
@@ -399,6 +404,7 @@ def build_fleet(spec: FleetSpec) -> Fleet:
         for h in agg.hosts:
             aggs_of[h].append(agg.uuid)
     groups = _server_groups(rng, spec, hosts)
+    numa = set(_sample(random.Random(f"{spec.seed}-numa"), hosts, spec.numa_fraction))
     # host -> the group members' instances on it
     grouped: dict[str, list[str]] = {}
     for group in groups:
@@ -529,7 +535,9 @@ def build_fleet(spec: FleetSpec) -> Fleet:
                 "pci_stats": None,
                 "extra_resources": None,
                 "stats": json.dumps(stats),
-                "numa_topology": None,
+                "numa_topology": (
+                    json.dumps(numa_topology(vcpus, memory_mb)) if host in numa else None
+                ),
                 "ram_allocation_ratio": ram_ratio,
                 "cpu_allocation_ratio": cpu_ratio,
                 "disk_allocation_ratio": disk_ratio,
@@ -575,6 +583,7 @@ def build_fleet(spec: FleetSpec) -> Fleet:
         disabled_hosts=disabled,
         down_hosts=down,
         aarch64_hosts=aarch64,
+        numa_hosts=numa,
         server_groups=groups,
     )
 
@@ -835,3 +844,50 @@ def _write_allocations(
         # consuming the results in order re-raises the first failure too
         for done, _ in enumerate(pool.map(_one, allocations), start=1):
             progress(STAGE_ALLOCATIONS, done, len(allocations))
+
+
+def _nova_object(name: str, version: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nova_object.name": name,
+        "nova_object.namespace": "nova",
+        "nova_object.version": version,
+        "nova_object.data": data,
+        "nova_object.changes": list(data),
+    }
+
+
+def numa_topology(vcpus: int, memory_mb: int, cells: int = 2) -> dict[str, Any]:
+    """A compute node's NUMATopology primitive as nova-compute stores it: ``cells`` cells,
+    each with an equal share of the CPUs (shared, not dedicated) and of the memory in 4 KiB
+    pages, nothing used."""
+    per_cpu = max(1, vcpus // cells)
+    per_mb = memory_mb // cells
+    out = []
+    for cell in range(cells):
+        cpus = list(range(cell * per_cpu, (cell + 1) * per_cpu))
+        pages = _nova_object(
+            "NUMAPagesTopology",
+            "1.1",
+            {"size_kb": 4, "total": per_mb * 256, "used": 0, "reserved": 0},
+        )
+        metadata = _nova_object("NetworkMetadata", "1.0", {"physnets": [], "tunneled": False})
+        out.append(
+            _nova_object(
+                "NUMACell",
+                "1.5",
+                {
+                    "id": cell,
+                    "cpuset": cpus,
+                    "pcpuset": [],
+                    "memory": per_mb,
+                    "cpu_usage": 0,
+                    "memory_usage": 0,
+                    "pinned_cpus": [],
+                    "siblings": [[c] for c in cpus],
+                    "mempages": [pages],
+                    "network_metadata": metadata,
+                    "socket": cell,
+                },
+            )
+        )
+    return _nova_object("NUMATopology", "1.2", {"cells": out})

@@ -69,6 +69,7 @@ def load_fleet_and_placement(
     hosts: int,
     seed: int,
     unusable_fraction: float,
+    fleet_options: dict[str, Any] | None = None,
 ) -> tuple[str, PlacementClient, fleet_mod.Fleet]:
     """The real Placement (its own process, stopped by ``stack``) and a fleet loaded into the
     cell databases and into it, ``unusable_fraction`` of it disabled and as much down; the up
@@ -84,7 +85,7 @@ def load_fleet_and_placement(
             seed=seed,
             disabled_fraction=unusable_fraction,
             down_fraction=unusable_fraction,
-            max_instances_per_host=1,
+            **{"max_instances_per_host": 1, **(fleet_options or {})},
         )
     )
     engines = {u: db.get_engine(c) for u, c in cell_urls.items()}
@@ -106,11 +107,13 @@ def build_cloud(
     topic: str | None = None,
     exchange: str | None = None,
     aggregate_cache_ttl: int = 0,
+    fleet_options: dict[str, Any] | None = None,
 ) -> Cloud:
     """Build and start a cloud; ``topic``/``exchange`` isolate it from other tests (nova's
     own client always uses topic ``scheduler``, so a nova-side test isolates by exchange).
     ``aggregate_cache_ttl`` 0 re-reads aggregates on every request; -1 never re-reads them,
-    so that only the ``update_aggregates`` casts can change them."""
+    so that only the ``update_aggregates`` casts can change them. ``fleet_options``: more
+    ``FleetSpec`` fields (NUMA hosts, ...)."""
     url = ensure_rabbit()
     api_url = _database(stack, api_kind, "e2e_api", tmp)
     api = db.get_engine(api_url)
@@ -122,7 +125,14 @@ def build_cloud(
         db.create_schema(cell_url, "cell")
         cell_urls[mapping["uuid"]] = cell_url
     placement_url, placement, fleet = load_fleet_and_placement(
-        stack, tmp, api, cell_urls, hosts=hosts, seed=seed, unusable_fraction=0.125
+        stack,
+        tmp,
+        api,
+        cell_urls,
+        hosts=hosts,
+        seed=seed,
+        unusable_fraction=0.125,
+        fleet_options=fleet_options,
     )
 
     CONF.set_override("connection", api_url, group="api_database")

@@ -283,3 +283,19 @@ def test_load_fleet_writes_the_server_groups(dbs):
         )
     assert groups == {g.uuid: g.policy for g in fleet.server_groups}
     assert members == {m for g in fleet.server_groups for m in g.members}
+
+
+def test_numa_hosts_report_a_topology_the_scheduler_reads_and_change_no_other_draw():
+    from scheduler.resources import numa
+
+    plain = build_fleet(_spec(hosts=40, cells=["c1"], seed=9))
+    with_numa = build_fleet(_spec(hosts=40, cells=["c1"], seed=9, numa_fraction=0.25))
+    assert len(with_numa.numa_hosts) == 10 and plain.numa_hosts == set()
+    for before, after in zip(plain.compute_nodes["c1"], with_numa.compute_nodes["c1"], strict=True):
+        assert {**after, "numa_topology": None} == before
+        if after["host"] not in with_numa.numa_hosts:
+            assert after["numa_topology"] is None
+            continue
+        topology = numa.host_topology_from_primitive(json.loads(after["numa_topology"]))
+        assert [c.memory for c in topology.cells] == [after["memory_mb"] // 2] * 2
+        assert sum(len(c.cpuset) for c in topology.cells) == after["vcpus"]
