@@ -24,7 +24,7 @@ from typing import Any
 
 from benchmarks.report import table, target_verdicts
 
-SECTIONS = ("core", "e2e", "throughput", "memory", "faults", "view_cost", "telemetry")
+SECTIONS = ("core", "e2e", "throughput", "memory", "faults", "view_cost", "telemetry", "capacity")
 DEFAULT_SIZES = {
     "core": [100, 1_000, 10_000, 100_000],
     "e2e": [100, 1_000, 5_000, 10_000],
@@ -33,6 +33,7 @@ DEFAULT_SIZES = {
     "faults": [0],  # the suite's own fleets
     "view_cost": [1_000, 10_000, 100_000],
     "telemetry": [0],  # no fleet: the cost of counting one request
+    "capacity": [1_000, 10_000],
 }
 QUICK_SIZES = {
     "core": [100, 1_000],
@@ -42,6 +43,7 @@ QUICK_SIZES = {
     "faults": [0],
     "view_cost": [200],
     "telemetry": [0],
+    "capacity": [200],
 }
 # view_cost: seconds (polls at 1 Hz) per measuring window
 DEFAULT_REPEATS = {
@@ -52,6 +54,7 @@ DEFAULT_REPEATS = {
     "faults": 1,
     "view_cost": 30,
     "telemetry": 20_000,  # requests counted per mode
+    "capacity": 3,  # computations of every flavor's capacity
 }
 QUICK_REPEATS = {
     "core": 8,
@@ -61,6 +64,7 @@ QUICK_REPEATS = {
     "faults": 1,
     "view_cost": 4,
     "telemetry": 2_000,
+    "capacity": 1,
 }
 
 
@@ -309,9 +313,12 @@ FORMATTERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "faults": format_generic,
     "view_cost": format_generic,
     "telemetry": format_generic,
+    "capacity": format_generic,
 }
 
 HEADINGS = {
+    "capacity": "capacity: novasched-manage capacity for 20 flavors, candidates from the "
+    "provider view (target: 10k hosts <= 5 s)",
     "core": "core: per-request scheduler cost, default filters + all weighers "
     "(targets: 10k <= 20 ms, 100k <= 250 ms p50; nothing changed <= 2 ms at 10k; "
     "nova 34: 1k ~180 ms, 10k ~2,300 ms, 100k ~24 s)",
@@ -357,7 +364,7 @@ def run_section(
     out: dict[str, Any] = {"sizes": sizes, "repeats": repeats}
     if name == "core":
         return module.run(sizes, repeats, out, progress=progress, quiet_seconds=quiet_seconds)
-    if name in ("memory", "view_cost"):
+    if name in ("memory", "view_cost", "capacity"):
         return module.run(sizes, repeats, out, progress=progress)
     return module.run(sizes, repeats, out)
 

@@ -28,15 +28,16 @@ from __future__ import annotations
 import math
 import time
 import uuid as uuidlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from oslo_utils import timeutils
+
 from filters import PASS_ALL
-from filters.compute_filter import ComputeFilter
-from filters.handler import apply_filter
 from scheduler.exceptions import NoValidHost
+from scheduler.hosts import table as host_table
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec
 
@@ -94,6 +95,7 @@ class CapacityCalculator:
         self.aggregate = aggregate
         self.project_id = project_id
         self._scope: list[HostState] | None = None
+        self._free: list[tuple[tuple[str, str], dict[str, float]]] | None = None
 
     # -- per flavor ----------------------------------------------------------------------------
     def flavor(self, flavor: Flavor) -> FlavorCapacity:
@@ -123,7 +125,7 @@ class CapacityCalculator:
         if out.total != 0:
             out.reason = ""
         counted = {(h.host, h.nodename): n for h, n in fits if n}
-        out.stranded = self._stranded(req, self._hosts_in_scope(), counted)
+        out.stranded = self._stranded(req, counted)
         out.elapsed = time.perf_counter() - started
         return out
 
@@ -172,7 +174,7 @@ class CapacityCalculator:
                 dependent.append((filter_, prepared))
         fits: list[tuple[HostState, int | None]] = []
         for host in passed:
-            placement = _placement_fit(answered.get(host.uuid) or (), summaries)
+            placement = _placement_fit(answered.get(host.uuid) or [], summaries)
             if placement == 0:
                 continue
             if not dependent:
@@ -202,33 +204,58 @@ class CapacityCalculator:
                 self._context(), self._spec(Flavor(name="scope", vcpus=0, memory_mb=0))
             )
             hosts = self.driver.all_hosts(req)
-            up = apply_filter(ComputeFilter(), hosts, req).passed
+            # ComputeFilter's rule, without its warnings about the hosts that are down
+            window = host_table.heartbeat_bounds(
+                timeutils.utcnow(), self.driver.conf.service_down_time
+            )
+            up = [
+                h
+                for h in hosts
+                if host_table.services_up(*host_table.read_service(h.service, True), window)
+            ]
             if self.availability_zone:
                 default = self.driver.conf.default_availability_zone
                 up = [h for h in up if (h.availability_zone or default) == self.availability_zone]
             self._scope = self._in_aggregate(up)
         return self._scope
 
-    @staticmethod
-    def _stranded(
-        req: Any, scope: list[HostState], counted: dict[tuple[str, str], int]
-    ) -> dict[str, float]:
+    def _stranded(self, req: Any, counted: dict[tuple[str, str], int]) -> dict[str, float]:
         asked = _asked(req.flavor)
-        out = dict.fromkeys((rc for rc in STRANDED_CLASSES if asked.get(rc)), 0.0)
-        for host in scope:
-            free = _free(host)
-            n = counted.get((host.host, host.nodename), 0)
-            for rc in out:
-                out[rc] += max(0.0, free[rc] - n * asked[rc])
-        return out
+        classes = [rc for rc in STRANDED_CLASSES if asked.get(rc)]
+        totals = dict.fromkeys(classes, 0.0)
+        for key, free in self._scope_free():
+            n = counted.get(key, 0)
+            for rc in classes:
+                left = free[rc] - n * asked[rc]
+                if left > 0:
+                    totals[rc] += left
+        return totals
+
+    def _scope_free(self) -> list[tuple[tuple[str, str], dict[str, float]]]:
+        """What each host of the scope has free, read once per calculator."""
+        if self._free is None:
+            self._free = [((h.host, h.nodename), _free(h)) for h in self._hosts_in_scope()]
+        return self._free
 
 
 def _placement_fit(
-    alloc_reqs: Iterable[dict[str, Any]], summaries: dict[str, dict[str, Any]]
+    alloc_reqs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]]
 ) -> float:
     """How many allocations like the host's candidates its providers hold: per resource
     class, the sum over the providers that serve it of what is free there divided by the
     amount asked, and the smallest of those (inf: nothing countable is asked)."""
+    if len(alloc_reqs) == 1 and len(alloc_reqs[0]["allocations"]) == 1:
+        # the common case, a compute node alone
+        ((rp, alloc),) = alloc_reqs[0]["allocations"].items()
+        room = (summaries.get(rp) or {}).get("resources") or {}
+        fit = math.inf
+        for rc, amount in (alloc.get("resources") or {}).items():
+            if amount:
+                have = room.get(rc)
+                if have is None:
+                    return 0
+                fit = min(fit, (have["capacity"] - have["used"]) // amount)
+        return max(0, fit)
     per_class: dict[str, dict[str, int]] = {}  # rc -> provider -> amount per instance
     for areq in alloc_reqs:
         for rp, alloc in (areq.get("allocations") or {}).items():
