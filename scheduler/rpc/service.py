@@ -107,6 +107,7 @@ class SchedulerService:
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._monitor: WorkerMonitor | None = None
+        self._capacity: Any = None  # the capacity gauges' reporter (one worker computes)
         # this host's services row (binary nova-scheduler), as nova-scheduler keeps it
         self.heartbeat: servicegroup.Heartbeat | None = None
 
@@ -167,6 +168,17 @@ class SchedulerService:
         if metrics.M.enabled:
             self._monitor = WorkerMonitor(self, self.conf)
             self._monitor.start()
+            self._start_capacity_gauges()
+
+    def _start_capacity_gauges(self) -> None:
+        """The capacity gauges, kept by one worker ([capacity] interval; a driver that is
+        not the filter scheduler's has none)."""
+        if self.conf.capacity.interval <= 0 or not hasattr(self.driver, "placement_candidates"):
+            return
+        from scheduler.capacity.reporter import CapacityReporter
+
+        self._capacity = CapacityReporter(self.driver, self.conf)
+        self._capacity.start()
 
     def status(self) -> dict[str, Any]:
         """This worker's state, for the Guru Meditation Report."""
@@ -212,6 +224,9 @@ class SchedulerService:
             if self._monitor is not None:
                 self._monitor.stop()
                 self._monitor = None
+            if self._capacity is not None:
+                self._capacity.stop()
+                self._capacity = None
             server.stop()
             if graceful and self.manager is not None:
                 if not self.manager.in_flight.wait_idle(timeout):

@@ -10,94 +10,22 @@ takes the claims the view then counts.
 from __future__ import annotations
 
 import random
-import uuid as uuidlib
 
 import pytest
 
 from scheduler.capacity import CapacityCalculator
 from scheduler.conf import CONF
-from scheduler.drivers.filter_scheduler import FilterScheduler
-from scheduler.exceptions import NoValidHost
-from scheduler.objects import Aggregate, Flavor, RequestSpec
-from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
-from tests.unit.scheduler.drivers.fakes import (
-    CONTEXT,
-    FakeHostManager,
-    FakePlacement,
-    NoFeed,
-    make_host,
+from scheduler.objects import Aggregate, Flavor
+from tests.unit.scheduler.capacity.cloud import (
+    az_aggregate,
+    boots_until_no_valid_host,
+    view_cloud,
 )
+from tests.unit.scheduler.drivers.fakes import make_host
 
 
-class ViewPlacement(FakePlacement):
-    """Placement as the view sees it: its candidates are the view's, nothing more."""
-
-    def __init__(self, hosts, view):
-        super().__init__(hosts)
-        self.view = view
-
-    def get_allocation_candidates(self, query, request_id=None, *, not_before=None):
-        self.queries.append(query)
-        answer = self.view.candidates(query)
-        assert answer.candidates is not None, answer.reason
-        return answer.candidates
-
-
-def _record(host):
-    """Placement's record of a host's compute node, as nova-compute reports it."""
-    return ProviderRecord(
-        uuid=host.uuid,
-        generation=1,
-        name=host.nodename,
-        inventories={
-            "VCPU": Inventory(host.vcpus_total, allocation_ratio=host.cpu_allocation_ratio),
-            "MEMORY_MB": Inventory(
-                host.total_usable_ram_mb, allocation_ratio=host.ram_allocation_ratio
-            ),
-            "DISK_GB": Inventory(
-                host.total_usable_disk_gb, allocation_ratio=host.disk_allocation_ratio
-            ),
-        },
-        aggregates=frozenset(a.uuid for a in host.aggregates),
-    )
-
-
-def _cloud(hosts, aggregates=()):
-    view = ProviderView()
-    view.replace_all([_record(h) for h in hosts], 0.0)
-    view.mark_refreshed(view.now())
-    placement = ViewPlacement(hosts, view)
-    driver = FilterScheduler(
-        placement=placement,
-        host_manager=FakeHostManager(hosts, list(aggregates)),
-        view=ViewRefresher(view, NoFeed()),
-    )
-    return driver, placement
-
-
-def _boots(driver, flavor: Flavor, limit: int = 500) -> int:
-    """Boots of ``flavor`` through the driver, one after another, until a NoValidHost."""
-    for n in range(limit):
-        spec = RequestSpec(flavor=flavor, num_instances=1, project_id="p", user_id="u")
-        try:
-            driver.select_destinations(CONTEXT, spec, [str(uuidlib.uuid4())], False)
-        except NoValidHost:
-            return n
-    raise AssertionError(f"more than {limit} boots fit")
-
-
-def _az(name: str, hosts: list[str], agg_id: int) -> Aggregate:
-    return Aggregate(
-        id=agg_id,
-        uuid=f"agg-{name}",
-        name=name,
-        hosts=set(hosts),
-        metadata={"availability_zone": name},
-    )
-
-
-def test_capacity_is_what_placement_holds_per_host_and_equals_the_boots():
-    aggregates = [_az("az-a", ["big"], 1), _az("az-b", ["small"], 2)]
+def test_capacity_is_what_placement_holds_per_host_and_equals_theboots_until_no_valid_host():
+    aggregates = [az_aggregate("az-a", ["big"], 1), az_aggregate("az-b", ["small"], 2)]
     hosts = [
         make_host("big", vcpus=16, ram_mb=32768, disk_gb=400, aggregates=[aggregates[0]]),
         make_host("small", vcpus=4, ram_mb=8192, disk_gb=100, aggregates=[aggregates[1]]),
@@ -105,7 +33,7 @@ def test_capacity_is_what_placement_holds_per_host_and_equals_the_boots():
         make_host("dead", vcpus=64, ram_mb=65536, down=True),
     ]
     flavor = Flavor(name="m1.medium", vcpus=2, memory_mb=4096, root_gb=40)
-    driver, _ = _cloud(hosts, aggregates)
+    driver, _ = view_cloud(hosts, aggregates)
     cap = CapacityCalculator(driver).flavor(flavor)
     # with nova's cpu_allocation_ratio 4.0, big: min(64/2, 32768/4096, 400/40) = 8;
     # small: min(16/2, 8192/4096, 100/40) = 2; off and dead: none
@@ -117,12 +45,12 @@ def test_capacity_is_what_placement_holds_per_host_and_equals_the_boots():
     # what no further m1.medium can use on the up hosts: big 48 vCPUs and 80 GB, small 12
     # vCPUs and 20 GB
     assert cap.stranded == {"VCPU": 48.0 + 12.0, "MEMORY_MB": 0.0, "DISK_GB": 80.0 + 20.0}
-    assert _boots(driver, flavor) == cap.total
+    assert boots_until_no_valid_host(driver, flavor) == cap.total
 
 
 def test_a_flavor_that_fits_nowhere_says_why():
     hosts = [make_host("h1", vcpus=4, ram_mb=4096), make_host("h2", vcpus=4, ram_mb=4096)]
-    driver, _ = _cloud(hosts)
+    driver, _ = view_cloud(hosts)
     cap = CapacityCalculator(driver).flavor(Flavor(name="huge", vcpus=2, memory_mb=8192))
     assert cap.total == 0 and cap.by_host == {}
     assert cap.reason  # the NoValidHost the scheduler would give
@@ -131,8 +59,8 @@ def test_a_flavor_that_fits_nowhere_says_why():
 
 def test_the_availability_zone_and_the_aggregate_narrow_the_count():
     aggregates = [
-        _az("az-a", ["h0", "h1"], 1),
-        _az("az-b", ["h2", "h3"], 2),
+        az_aggregate("az-a", ["h0", "h1"], 1),
+        az_aggregate("az-b", ["h2", "h3"], 2),
         Aggregate(id=3, uuid="agg-ssd", name="ssd", hosts={"h1", "h2"}, metadata={}),
     ]
     hosts = [
@@ -146,7 +74,7 @@ def test_the_availability_zone_and_the_aggregate_narrow_the_count():
         for i in range(4)
     ]
     flavor = Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=20)
-    driver, _ = _cloud(hosts, aggregates)
+    driver, _ = view_cloud(hosts, aggregates)
     assert CapacityCalculator(driver).flavor(flavor).total == 16
     in_az = CapacityCalculator(driver, availability_zone="az-b").flavor(flavor)
     assert in_az.by_host == {"h2/h2": 4, "h3/h3": 4}
@@ -179,12 +107,12 @@ def test_filters_that_depend_on_what_a_host_took_are_asked_after_each_instance(d
         make_host("h-agg", vcpus=32, ram_mb=65536, disk_gb=1000, aggregates=[two]),
     ]
     flavor = Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=1)
-    driver, _ = _cloud(hosts, [two])
+    driver, _ = view_cloud(hosts, [two])
     cap = CapacityCalculator(driver).flavor(flavor)
     assert cap.by_host == {"h-count/h-count": 3, "h-agg/h-agg": 2}
     # counted on private copies: the hosts the scheduler holds took nothing
     assert [(h.num_instances, h.free_ram_mb) for h in hosts] == [(0, 65536), (0, 65536)]
-    assert _boots(driver, flavor) == cap.total == 5
+    assert boots_until_no_valid_host(driver, flavor) == cap.total == 5
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -207,6 +135,6 @@ def test_random_fleets_take_as_many_boots_as_their_capacity(seed):
         memory_mb=rng.choice([512, 1024, 2048, 4096]),
         root_gb=rng.choice([0, 10, 20]),
     )
-    driver, _ = _cloud(hosts)
+    driver, _ = view_cloud(hosts)
     cap = CapacityCalculator(driver).flavor(flavor)
-    assert _boots(driver, flavor) == cap.total
+    assert boots_until_no_valid_host(driver, flavor) == cap.total

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.capacity import FlavorCapacity
-from scheduler.capacity import render
+from scheduler.capacity import FlavorCapacity, render
 
 FIGURES = [
     FlavorCapacity(
