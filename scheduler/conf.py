@@ -871,9 +871,10 @@ decision_records_opts = [
     ),
     cfg.IntOpt(
         "max_records",
-        default=1_000_000,
+        default=100_000,
         min=1,
-        help="ours: the most decision records kept; the oldest go first.",
+        help="ours: the most decision records kept; the oldest go first (a record takes "
+        "about 4.5 KB in the store).",
     ),
     cfg.IntOpt(
         "queue_size",

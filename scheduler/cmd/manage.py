@@ -1,5 +1,5 @@
-"""novasched-manage: database schema, cells, synthetic fleets, host listing, the demo, and
-the readiness check.
+"""novasched-manage: database schema, cells, synthetic fleets, host listing, explain,
+capacity, the decision records, the demo, and the readiness check.
 
     novasched-manage --config-file nova.conf db sync [--api-only]
     novasched-manage --config-file nova.conf cell create --name cell1 --database-connection URL
@@ -10,6 +10,11 @@ the readiness check.
     novasched-manage --config-file nova.conf explain --flavor NAME:VCPUS:RAM_MB:DISK_GB[:k=v,...]
         [--image-props k=v,...] [--hints k=v,...] [--az AZ] [--num-instances N]
         [--request FILE] [--all-hosts] [--format text|json]
+    novasched-manage --config-file nova.conf capacity [--flavor NAME ...] [--az AZ]
+        [--aggregate NAME] [--project-id ID] [--by-aggregate] [--json] [--plot FILE.png]
+    novasched-manage --config-file nova.conf decision show INSTANCE_UUID|REQUEST_ID [--json]
+    novasched-manage --config-file nova.conf decision list [--host H] [--since T] [--until T]
+        [--limit N] [--json]
     novasched-manage --config-file nova.conf check [--placement-config-file PATH]
         [--placement-workers N] [--json]
     novasched-manage demo [...]
@@ -38,7 +43,7 @@ from oslo_utils import timeutils
 from sqlalchemy.engine import make_url
 
 import db
-from scheduler.cmd import hide_eventlet_deprecation, select_service_backend
+from scheduler.cmd import decisions, hide_eventlet_deprecation, select_service_backend
 from scheduler.cmd import text_table as _table
 from scheduler.cmd.progress import terminal_progress
 from scheduler.conf import CONF, database_connection
@@ -555,7 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="log debug output and show tracebacks")
     sub = p.add_subparsers(
         dest="category",
-        metavar="{db,cell,fleet,host,explain,capacity,check,demo}",
+        metavar="{db,cell,fleet,host,explain,capacity,decision,check,demo}",
         parser_class=_Parser,
     )
     sub.required = True
@@ -702,6 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--json", action="store_true", help="print the results as JSON")
     chk.set_defaults(func=cmd_check)
 
+    decisions.add_parsers(sub)
 
     demo = sub.add_parser("demo", help="run the self-contained demo (arguments go to it)")
     demo.set_defaults(func=cmd_demo, demo_args=[])

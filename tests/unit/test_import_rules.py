@@ -158,6 +158,22 @@ RULES: dict[str, tuple[str, ...]] = {
         *_TOP,
         "db",
     ),
+    # the decision records: the options, the model, the exceptions and the metrics, with
+    # SQLAlchemy; handed their records, they reach into no stage of the request path
+    "scheduler.records": (
+        *_SERVICE,
+        *_TELEMETRY_SERVICE,
+        "scheduler.hosts",
+        "scheduler.placement",
+        "scheduler.request",
+        "scheduler.resources",
+        "scheduler.nova_plugins",
+        "scheduler.servicegroup",
+        "scheduler.primitives",
+        "filters",
+        "weighers",
+        "db",
+    ),
     # capacity counts over the driver object it is given, as explain does, and reads the
     # flavors from the API database
     "scheduler.capacity": (

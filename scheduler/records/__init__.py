@@ -1,0 +1,46 @@
+"""Decision records: what each ``select_destinations`` decided, kept in a database so that
+"why did my instance land there?" can be answered after the logs are gone
+(``novasched-manage decision show``; docs/operations.md, "Decision records").
+
+* ``record.py``: ``DecisionRecord`` (request id, instances, time, outcome, chosen hosts and
+  the driver's document, which this package treats as opaque JSON).
+* ``store.py``: ``DecisionStore``, our ``novasched_*`` tables in any SQLAlchemy database:
+  add a batch, find by instance or request, list by host and time, prune.
+* ``recorder.py``: ``DecisionRecorder``, which takes records on the request's thread without
+  ever waiting and writes them on its own thread, bounded by ``[decision_records]``'s
+  retention; ``recorder_from_conf``.
+
+It uses the options, the request model, the exceptions and the metrics; never the RPC
+layer, the drivers, explain, the host cache, the plugins or ``db/``
+(``tests/unit/test_import_rules.py``).
+"""
+
+from scheduler.records.record import (
+    ERROR,
+    NO_VALID_HOST,
+    OUTCOMES,
+    SCHEDULED,
+    DecisionRecord,
+)
+from scheduler.records.recorder import (
+    DecisionRecorder,
+    recorder_from_conf,
+    store_option,
+    store_url,
+)
+from scheduler.records.store import DecisionStore, Pruned, StoreError
+
+__all__ = [
+    "ERROR",
+    "NO_VALID_HOST",
+    "OUTCOMES",
+    "SCHEDULED",
+    "DecisionRecord",
+    "DecisionRecorder",
+    "DecisionStore",
+    "Pruned",
+    "StoreError",
+    "recorder_from_conf",
+    "store_option",
+    "store_url",
+]
