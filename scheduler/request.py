@@ -88,6 +88,7 @@ class Trace:
     total_hosts: int = 0  # hosts the first instance started with
     # what the narrowing of the last instance took out before the filters: (count, why)
     narrowed: list[tuple[int, str]] = field(default_factory=list)
+    first_report: Any = None  # the FilterReport of the first instance (every host)
     last_report: Any = None  # the FilterReport of the last instance
     # hosts each filter removed, over every instance of the request (for the metrics)
     filter_removed: dict[str, int] = field(default_factory=dict)
@@ -104,6 +105,8 @@ class Trace:
     placement_unreachable: str = ""
 
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
+    # the best weighed hosts per instance index, for the decision record (None: not recorded)
+    weighed: dict[int, list[dict[str, Any]]] | None = None
     # the attempt before this one (a NoValidHost from the view, asked of Placement again)
     previous: Trace | None = None
 

@@ -16,11 +16,21 @@ from scheduler import conf as novasched_conf
 pytest.register_assert_rewrite("tests.unit.scheduler.hosts.env", "tests.unit.db.schema_check")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _state_path(tmp_path_factory):
+    """nova's [DEFAULT] state_path (/var/lib/nova) is not this machine's: a scheduler service a
+    test starts records its decisions under the session's temporary directory instead."""
+    path = str(tmp_path_factory.mktemp("state_path"))
+    novasched_conf.CONF.set_default("state_path", path)
+    yield path
+
+
 @pytest.fixture(autouse=True)
-def _reset_config():
+def _reset_config(_state_path):
     yield
-    novasched_conf.CONF.reset()
+    novasched_conf.CONF.reset()  # overrides and defaults set by the test
     novasched_conf.set_defaults(novasched_conf.CONF)
+    novasched_conf.CONF.set_default("state_path", _state_path)
 
 
 _OUTCOMES: Counter[str] = Counter()

@@ -26,6 +26,7 @@ from typing import Any
 
 from filters.handler import FilterHandler, FilterReport, load_filters
 from scheduler.conf import CONF
+from scheduler.drivers import decisions
 from scheduler.drivers import request_filters as prefilters
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
@@ -86,6 +87,9 @@ class FilterScheduler:
     # Called after every select_destinations with the seconds spent per step ("placement",
     # "host_states", "filter", "weigh", "claim", "total"); the benchmark sets it.
     timing_observer: Callable[[dict[str, float]], None] | None = None
+    # Takes each call's decision record (scheduler.records.DecisionRecorder, set by the
+    # service from [decision_records]); None: nothing is recorded.
+    recorder: Any = None
 
     def __init__(
         self,
@@ -241,17 +245,25 @@ class FilterScheduler:
         is not called when the prefilters or Placement end the request."""
         req = self.new_request(context, spec_obj)
         start = time.perf_counter()
+        result: list[list[Selection]] | None = None
+        error: BaseException | None = None
         try:
             try:
-                return self._select(req, instance_uuids, return_alternates, on_candidates)
+                result = self._select(req, instance_uuids, return_alternates, on_candidates)
             except NoValidHost as exc:
                 if not self.candidates.ask_placement_again(req, exc):
                     raise
                 # the view may have been wrong (a DELETE it has not seen yet, a claim it
                 # counts that was deleted): Placement has the last word on a NoValidHost
                 req = self.new_request(context, spec_obj, retry_of=req)
-                return self._select(req, instance_uuids, return_alternates, on_candidates)
+                result = self._select(req, instance_uuids, return_alternates, on_candidates)
+            return result
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
+            if self.recorder is not None:
+                self._record(req, instance_uuids, result, error)
             total = time.perf_counter() - start
             timings = req.trace.all_timings()
             if LOG.isEnabledFor(logging.DEBUG):
@@ -265,6 +277,20 @@ class FilterScheduler:
                 observer(dict(timings, total=total))
             if metrics.M.enabled:
                 count_request(req.trace)
+
+    def _record(
+        self,
+        req: SchedulingRequest,
+        instance_uuids: list[str] | None,
+        result: list[list[Selection]] | None,
+        error: BaseException | None,
+    ) -> None:
+        """Hand the call's decision record to the recorder (which never waits); a record
+        that cannot be made is logged, never the request's failure."""
+        try:
+            self.recorder.record(decisions.decision_record(req, instance_uuids, result, error))
+        except Exception:
+            LOG.exception("Could not record the decision of request %s", req.request_id)
 
     def _select(
         self,
@@ -294,7 +320,7 @@ class FilterScheduler:
         deadline starts now: the smaller of ``[DEFAULT] long_rpc_timeout`` (the caller's
         wait) and ``[scheduler] request_deadline`` (0: none). ``retry_of``: the attempt
         whose NoValidHost Placement is asked about again (its deadline holds)."""
-        return SchedulingRequest.of(
+        req = SchedulingRequest.of(
             spec,
             request_id=getattr(context, "request_id", None),
             project_id=getattr(context, "project_id", None),
@@ -303,6 +329,9 @@ class FilterScheduler:
             deadline_seconds=self._deadline_seconds(),
             retry_of=retry_of,
         )
+        if self.recorder is not None:
+            req.trace.weighed = {}
+        return req
 
     def _deadline_seconds(self) -> float:
         limit = math.inf
@@ -357,6 +386,8 @@ class FilterScheduler:
                 for name, reasons in report.removed_by.items():
                     removed[name] = removed.get(name, 0) + sum(reasons.values())
             req.trace.last_report = report
+            if index == 0:
+                req.trace.first_report = report
         step = InstanceStep(list(req.trace.narrowed), forced, report, [], [])
         if not report.hosts:
             return step
@@ -367,7 +398,18 @@ class FilterScheduler:
                 step.weights = [w.weight for w in step.weighed]
             else:
                 step.hosts, step.weights = self.weight_handler.rank(report.hosts, req)
-        return self.picker.arrange(step)
+        step = self.picker.arrange(step)
+        weighed = req.trace.weighed
+        if weighed is not None and index not in weighed and index < decisions.MAX_WEIGHED_INSTANCES:
+            # before the instance consumes anything: the values it was chosen by
+            weighed[index] = decisions.top_weighed(
+                req,
+                step.hosts,
+                step.weights,
+                self.weight_handler.weighers,
+                self.conf.decision_records.top_weighed,
+            )
+        return step
 
     def consume(self, req: SchedulingRequest, host: HostState, instance_uuid: str | None) -> str:
         """Count the instance on the host, and on the request's server group. Returns the

@@ -18,50 +18,9 @@ from typing import Any
 from filters.handler import FilterReport
 from scheduler.exceptions import NoValidHost
 from scheduler.hosts.state import HostState
-from scheduler.objects import RequestSpec, jsonable
+from scheduler.objects import RequestSpec, jsonable, request_summary
 
 DOCUMENT_VERSION = 1
-
-
-def request_summary(spec: RequestSpec) -> dict[str, Any]:
-    """What was asked, as the document's ``request`` section."""
-    f = spec.flavor
-    dest = spec.requested_destination
-    group = spec.instance_group
-    return {
-        "flavor": {
-            "name": f.name,
-            "vcpus": f.vcpus,
-            "memory_mb": f.memory_mb,
-            "root_gb": f.root_gb,
-            "ephemeral_gb": f.ephemeral_gb,
-            "swap": f.swap,
-            "extra_specs": jsonable(dict(f.extra_specs or {})),
-        },
-        "image": None
-        if spec.image is None
-        else {
-            "id": spec.image.id,
-            "name": spec.image.name,
-            "properties": jsonable(dict(spec.image.properties or {})),
-        },
-        "num_instances": spec.num_instances,
-        "availability_zone": spec.availability_zone,
-        "project_id": spec.project_id,
-        "user_id": spec.user_id,
-        "scheduler_hints": jsonable(dict(spec.scheduler_hints or {})),
-        "instance_group": None
-        if group is None
-        else {"uuid": group.uuid, "policy": group.policy, "hosts": list(group.hosts)},
-        "force_hosts": list(spec.force_hosts or []),
-        "force_nodes": list(spec.force_nodes or []),
-        "ignore_hosts": list(spec.ignore_hosts or []),
-        "requested_destination": None
-        if dest is None
-        else {"host": dest.host, "node": dest.node, "cell_uuid": dest.cell_uuid},
-        "is_bfv": spec.is_bfv,
-        "is_rebuild": spec.is_rebuild,
-    }
 
 
 def _ms(seconds: float) -> float:

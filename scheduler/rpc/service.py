@@ -25,6 +25,7 @@ from stevedore import extension as stevedore_extension
 
 from scheduler import exceptions, servicegroup
 from scheduler.conf import CONF, NOVA_DRIVER_CLASS_PATHS
+from scheduler.records import recorder_from_conf
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc.manager import BaseAPI, SchedulerManager
 from scheduler.telemetry import gmr, metrics
@@ -108,6 +109,7 @@ class SchedulerService:
         self._stop_lock = threading.Lock()
         self._monitor: WorkerMonitor | None = None
         self._capacity: Any = None  # the capacity gauges' reporter (one worker computes)
+        self._recorder: Any = None  # the decision records' writer (one per worker)
         # this host's services row (binary nova-scheduler), as nova-scheduler keeps it
         self.heartbeat: servicegroup.Heartbeat | None = None
 
@@ -138,6 +140,10 @@ class SchedulerService:
         if prepare is not None:
             # the first read of a large cloud takes seconds: not on a request's time
             prepare()
+        if hasattr(self.driver, "recorder") and self.driver.recorder is None:
+            # each worker records its own decisions, written by a thread of its own
+            self._recorder = recorder_from_conf(self.conf)
+            self.driver.recorder = self._recorder
         if self._transport is None:
             self._transport = sched_rpc.get_transport(self.conf)
         self._notifier_transport = sched_rpc.get_notification_transport(self.conf)
@@ -241,6 +247,10 @@ class SchedulerService:
                     self.driver.stop()
             except Exception:
                 LOG.exception("Scheduler driver failed to stop cleanly")
+            if self._recorder is not None:
+                # what was decided is written before the process goes
+                self._recorder.stop()
+                self._recorder = None
             if self._notifier_transport is not None:
                 self._notifier_transport.cleanup()
                 self._notifier_transport = None

@@ -1,0 +1,129 @@
+"""What the driver tells the decision records about one ``select_destinations``.
+
+The document is built from the request's trace once the call has its answer: what was
+asked, where the candidates came from, what each filter removed, the best weighed hosts of
+each instance with each weigher's raw value and multiplier (captured by ``select_hosts``
+before the instance consumed anything), the selections and, on a NoValidHost, its reason.
+``scheduler.records`` stores it without looking inside (docs/operations.md, "Decision
+records").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.objects import request_summary
+from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord
+from scheduler.request import SchedulingRequest
+from weighers import Same
+from weighers.handler import raw_values
+
+DOCUMENT_VERSION = 1
+# the instances of a multi-create whose weighed hosts are kept (the first ones)
+MAX_WEIGHED_INSTANCES = 10
+
+
+def top_weighed(
+    req: SchedulingRequest, hosts: list[Any], weights: list[float], weighers: list[Any], k: int
+) -> list[dict[str, Any]]:
+    """The ``k`` best weighed hosts, each with its weight and every weigher's raw value and
+    multiplier for it (the weigher's share is ``multiplier * normalized``, normalized over
+    all the filtered hosts: explain shows it)."""
+    best = hosts[:k]
+    out = [
+        {"host": h.host, "node": h.nodename, "weight": round(w, 6), "weighers": {}}
+        for h, w in zip(best, weights[:k], strict=False)
+    ]
+    for weigher in weighers:
+        name = getattr(weigher, "name", None) or type(weigher).__name__
+        try:
+            multipliers = [float(weigher.weight_multiplier(h)) for h in best]
+            if not any(multipliers):  # it weighed nothing: its values are not asked
+                for entry in out:
+                    entry["weighers"][name] = {"multiplier": 0.0}
+                continue
+            values = raw_values(weigher, best, req)
+            raws = [values.value] * len(best) if isinstance(values, Same) else list(values)
+        except Exception as exc:  # a record must never fail a request
+            for entry in out:
+                entry["weighers"][name] = {"error": str(exc)[:200]}
+            continue
+        for entry, raw, multiplier in zip(out, raws, multipliers, strict=False):
+            entry["weighers"][name] = {"raw": _number(raw), "multiplier": multiplier}
+    return out
+
+
+def _number(value: Any) -> Any:
+    try:
+        return round(float(value), 6)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def decision_record(
+    req: SchedulingRequest,
+    instance_uuids: list[str] | None,
+    result: list[list[Any]] | None,
+    error: BaseException | None,
+) -> DecisionRecord:
+    """The record of one call: ``result`` its selections, or ``error`` what it raised."""
+    trace = req.trace
+    if error is None:
+        outcome = SCHEDULED
+    else:
+        outcome = NO_VALID_HOST if type(error).__name__ == "NoValidHost" else ERROR
+    selections = [
+        [
+            {
+                "host": s.service_host,
+                "node": s.nodename,
+                "cell_uuid": s.cell_uuid,
+                "availability_zone": s.availability_zone,
+                "claimed": s.allocation_request is not None,
+            }
+            for s in per_instance
+        ]
+        for per_instance in result or []
+    ]
+    report = trace.first_report
+    document: dict[str, Any] = {
+        "version": DOCUMENT_VERSION,
+        "request": request_summary(req),
+        "placement": {
+            "source": trace.candidate_source or None,
+            "query": trace.query_text or None,
+            "candidates": trace.candidate_count,
+            "providers": trace.provider_count,
+            "view_age_s": None if trace.view_age is None else round(trace.view_age, 3),
+            "view_declined": trace.view_declined or None,
+            "hint": trace.placement_hint or None,
+            "prefilters": list(trace.prefilters),
+            "attempts": len(trace.attempts()),
+        },
+        "hosts": trace.total_hosts,
+        # the first instance's filters (it started from every host); the later instances
+        # of a multi-create are in filter_removed and, on a NoValidHost, in the reason
+        "filters": [
+            {"name": step.name, "hosts_in": step.hosts_in, "hosts_passed": step.hosts_out}
+            for step in (report.steps if report is not None else ())
+        ],
+        "filter_removed": dict(trace.filter_removed),
+        "narrowed": [{"hosts": n, "why": why} for n, why in trace.narrowed],
+        "weighed": [trace.weighed[i] for i in sorted(trace.weighed or {})],
+        "selections": selections,
+        "claims": {
+            "made": trace.claims_made,
+            "refused": trace.claim_failures,
+            "errors": trace.claim_errors,
+        },
+        "timings_ms": {k: round(v * 1000, 3) for k, v in trace.all_timings().items()},
+    }
+    if error is not None:
+        document["reason"] = getattr(error, "reason", None) or str(error) or type(error).__name__
+    return DecisionRecord(
+        request_id=req.request_id,
+        instance_uuids=list(instance_uuids or []),
+        outcome=outcome,
+        hosts=[per_instance[0]["host"] for per_instance in selections if per_instance],
+        document=document,
+    )

@@ -1,0 +1,94 @@
+"""The driver's decision record: what a call decided, from its trace, handed to a recorder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.exceptions import NoValidHost
+from scheduler.records import NO_VALID_HOST, SCHEDULED
+from tests.unit.scheduler.drivers.fakes import (
+    CONTEXT,
+    FakeHostManager,
+    FakePlacement,
+    make_host,
+    make_spec,
+)
+
+
+class ListRecorder:
+    def __init__(self):
+        self.records = []
+
+    def record(self, rec):
+        self.records.append(rec)
+        return True
+
+
+def _driver(hosts):
+    driver = FilterScheduler(placement=FakePlacement(hosts), host_manager=FakeHostManager(hosts))
+    driver.recorder = ListRecorder()
+    return driver
+
+
+def test_a_scheduled_call_records_its_choice_the_filters_and_the_best_weighed_hosts():
+    hosts = [
+        make_host("big", ram_mb=16384),
+        make_host("small", ram_mb=4096),
+        make_host("off", disabled=True),
+    ]
+    driver = _driver(hosts)
+    result = driver.select_destinations(CONTEXT, make_spec(num_instances=2), ["i-0", "i-1"], True)
+    (rec,) = driver.recorder.records
+    assert rec.outcome == SCHEDULED and rec.instance_uuids == ["i-0", "i-1"]
+    assert rec.request_id == CONTEXT.request_id
+    assert rec.hosts == [r[0].service_host for r in result]
+    doc = json.loads(json.dumps(rec.document))  # JSON-able as it is
+    assert doc["request"]["flavor"]["memory_mb"] == 1024
+    assert doc["hosts"] == 3
+    compute = next(f for f in doc["filters"] if f["name"] == "ComputeFilter")
+    assert (compute["hosts_in"], compute["hosts_passed"]) == (3, 2)
+    assert doc["filter_removed"]["ComputeFilter"] >= 1
+    # per instance, the best hosts by weight with each weigher's raw value and multiplier,
+    # as they were before the instance consumed: the first instance saw big's free RAM whole
+    first, second = doc["weighed"]
+    assert [w["host"] for w in first] == ["big", "small"]
+    assert first[0]["weighers"]["RAMWeigher"] == {"raw": 16384.0, "multiplier": 1.0}
+    assert first[0]["weight"] >= first[1]["weight"]
+    assert second[0]["weighers"]["RAMWeigher"]["raw"] < 16384.0 or second[0]["host"] == "small"
+    assert [s[0]["host"] for s in doc["selections"]] == rec.hosts
+    assert doc["claims"]["made"] == 2 and "reason" not in doc
+
+
+def test_a_no_valid_host_records_its_reason():
+    driver = _driver([make_host("off", disabled=True)])
+    with pytest.raises(NoValidHost):
+        driver.select_destinations(CONTEXT, make_spec(), ["i-0"], False)
+    (rec,) = driver.recorder.records
+    assert rec.outcome == NO_VALID_HOST and rec.hosts == []
+    assert "ComputeFilter" in rec.document["reason"]
+    assert rec.document["selections"] == []
+
+
+def test_a_recorder_that_fails_never_fails_the_request(caplog):
+    class Broken:
+        def record(self, rec):
+            raise RuntimeError("queue gone")
+
+    driver = _driver([make_host("h1")])
+    driver.recorder = Broken()
+    result = driver.select_destinations(CONTEXT, make_spec(), ["i-0"], False)
+    assert result[0][0].service_host == "h1"
+    assert "Could not record the decision" in caplog.text
+
+
+def test_without_a_recorder_nothing_is_captured():
+    driver = _driver([make_host("h1"), make_host("h2")])
+    driver.recorder = None
+    seen = []
+    new_request = driver.new_request
+    driver.new_request = lambda *a, **kw: seen.append(new_request(*a, **kw)) or seen[-1]
+    driver.select_destinations(CONTEXT, make_spec(), ["i-0"], False)
+    assert seen[0].trace.weighed is None
