@@ -24,7 +24,7 @@ cell: it takes the cell as it is (at most one read old) instead of waiting.
 
 Elsewhere in this package: ``cells.py`` holds ``Cell``, a cell's health (``CellHealth``) and
 the machinery of one read (the pacer, the reads in flight, ``CellView``); ``refresher.py`` the
-refresher thread (``Refresher``, which calls back into ``HostManager._refresh_cell``);
+refresher thread (``Refresher``, handed ``background_round`` and the interval);
 ``gc_policy.py`` the process's cyclic-GC policy the refresher installs.
 """
 
@@ -172,7 +172,7 @@ class HostManager:
         # properties): instances are then read, with those details, for every request.
         self.instance_details = False
         # the refresher thread (start_refresher, stop)
-        self._refresher = Refresher(self)
+        self._refresher = Refresher(lambda: self.window_read_interval, self.background_round)
         # where each consumption of ours is counted: key (instance uuid) -> ((cell uuid,
         # compute-node uuid), ...), for nova's casts, Placement's view and the sweep
         # (``track_consumption``; entries released elsewhere are dropped by the sweep)
@@ -431,6 +431,30 @@ class HostManager:
                 }
             )
         return out
+
+    def background_round(self, stopping: threading.Event) -> None:
+        """One round of the refresher thread: each enabled cell's change window (the
+        whole cell every five minutes), then, with ``read_your_writes``, the aggregates with
+        the count of their hosts that requests' checks leave out, and the sweep of expired
+        consumption when it is due. ``stopping`` ends the round between two cells."""
+        for cell in list(self.enabled_cells.values()):
+            if stopping.is_set():
+                return
+            try:
+                self._refresh_cell(cell, window=True, background=True)
+            except Exception as exc:  # the next round tries again; requests go on
+                # (logged once, with reminders, by the cell's CellHealth)
+                LOG.debug("Could not refresh cell %s: %s", cell.name, exc)
+        if self.conf.scheduler.read_your_writes:
+            try:  # what the requests' checks leave out: a host out of an aggregate
+                self._check_aggregates(count_hosts=True)
+            except Exception as exc:  # the next round tries again
+                LOG.debug("Could not check the aggregates: %s", exc)
+        if time.monotonic() >= self._next_sweep:
+            try:
+                self.expire_consumption()
+            except Exception:  # the next round tries again
+                LOG.exception("Could not release expired consumption")
 
     def start_refresher(self) -> None:
         """Start the refresher thread (``Refresher.start``): every enabled cell's change
