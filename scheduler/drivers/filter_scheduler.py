@@ -17,8 +17,10 @@ Placement, and whether a NoValidHost is asked of Placement again) and its ``Clai
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ from typing import Any
 
 from filters.handler import FilterHandler, FilterReport, load_filters
 from scheduler.conf import CONF
-from scheduler.drivers import decisions
+from scheduler.drivers import decisions, relaxations
 from scheduler.drivers import request_filters as prefilters
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
@@ -49,6 +51,8 @@ from weighers.handler import WeighedHost, WeightHandler, load_weighers
 LOG = logging.getLogger(__name__)
 # the clock of request deadlines (a module-level name so that tests can move it)
 _clock = time.monotonic
+# searches for the smallest change (decision records) waiting or running at once
+_RELAX_PENDING = 4
 
 
 @dataclass(slots=True)
@@ -143,6 +147,10 @@ class FilterScheduler:
         if self.view is not None:
             self.view.on_consumer_gone = host_manager.release_consumer
         self.claimer = Claimer(placement, self.view_refresher, conf, clock=lambda: _clock())
+        # the decision records' search for the smallest change, off the request path
+        self._relax_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._relax_lock = threading.Lock()
+        self._relax_slots = threading.BoundedSemaphore(_RELAX_PENDING)
         self.candidates = CandidateSource(
             placement, self.view_refresher, conf, clock=lambda: _clock()
         )
@@ -203,6 +211,9 @@ class FilterScheduler:
         )
 
     def stop(self) -> None:
+        pool = self._relax_pool
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=False)
         self.claimer.stop()
         self.host_manager.stop()
         if self.view_refresher is not None:
@@ -263,7 +274,7 @@ class FilterScheduler:
             raise
         finally:
             if self.recorder is not None:
-                self._record(req, instance_uuids, result, error)
+                self._record(context, spec_obj, req, instance_uuids, result, error)
             total = time.perf_counter() - start
             timings = req.trace.all_timings()
             if LOG.isEnabledFor(logging.DEBUG):
@@ -280,17 +291,55 @@ class FilterScheduler:
 
     def _record(
         self,
+        context: Any,
+        spec: RequestSpec,
         req: SchedulingRequest,
         instance_uuids: list[str] | None,
         result: list[list[Selection]] | None,
         error: BaseException | None,
     ) -> None:
         """Hand the call's decision record to the recorder (which never waits); a record
-        that cannot be made is logged, never the request's failure."""
+        that cannot be made is logged, never the request's failure. When the filters left
+        no host, the smallest change that would fit is searched for first, on a thread of
+        its own after the reply (``relaxations``; at most ``_RELAX_PENDING`` at a time: past
+        that the record says it was skipped)."""
         try:
-            self.recorder.record(decisions.decision_record(req, instance_uuids, result, error))
+            rec = decisions.decision_record(req, instance_uuids, result, error)
+            if not (isinstance(error, NoValidHost) and error.cause == "filters"):
+                self.recorder.record(rec)
+            elif self._relax_slots.acquire(blocking=False):
+                self._relaxer().submit(self._record_relaxed, context, spec, rec)
+            else:
+                rec.document["smallest_change"] = {"skipped": "too many searches at once"}
+                self.recorder.record(rec)
         except Exception:
             LOG.exception("Could not record the decision of request %s", req.request_id)
+
+    def _record_relaxed(self, context: Any, spec: RequestSpec, rec: Any) -> None:
+        try:
+            rec.document["smallest_change"] = self.relaxations(context, spec).as_dict()
+        except Exception as exc:
+            LOG.exception("Could not search for a change that fits request %s", rec.request_id)
+            rec.document["smallest_change"] = {"error": str(exc)[:200]}
+        finally:
+            self._relax_slots.release()
+            recorder = self.recorder
+            if recorder is not None:
+                recorder.record(rec)
+
+    def _relaxer(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._relax_lock:
+            if self._relax_pool is None:
+                self._relax_pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="relaxations"
+                )
+            return self._relax_pool
+
+    def relaxations(self, context: Any, spec: RequestSpec) -> relaxations.Search:
+        """The single changes of ``spec`` (a filter, a hint, the AZ, an extra spec) that
+        would let its first instance fit, with the hosts it would then get (nothing is
+        claimed; bounded in time: ``scheduler/drivers/relaxations.py``)."""
+        return relaxations.search(self, context, spec)
 
     def _select(
         self,

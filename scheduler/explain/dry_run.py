@@ -121,6 +121,7 @@ def explain_request(
         "picks": [],
         "host_subset_size": conf.filter_scheduler.host_subset_size,
         "no_valid_host": None,
+        "smallest_change": None,
         "elapsed_ms": 0.0,
     }
     try:
@@ -149,6 +150,10 @@ def explain_request(
         _dry_run(driver, req, hosts, doc, placement_mode=mode == "placement")
     except NoValidHost as exc:
         doc["no_valid_host"] = exc.reason
+        filters = doc["filters"]
+        if filters and filters[-1]["hosts_passed"] == 0 and hasattr(driver, "relaxations"):
+            # the filters emptied the candidates: what single change would fit
+            doc["smallest_change"] = driver.relaxations(context, spec).as_dict()
     doc["elapsed_ms"] = _ms(time.perf_counter() - started)
     return doc
 

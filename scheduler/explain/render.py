@@ -139,4 +139,16 @@ def render_text(doc: dict[str, Any], limit: int = 10) -> str:
                 "random among that many best hosts)"
             )
         lines.append(f"Would choose: {chosen}{note}")
+    change = doc.get("smallest_change")
+    if change:
+        found = change.get("found") or []
+        if found:
+            lines.append("It would fit with one change:")
+            for item in found:
+                where = ", ".join(h["host"] for h in item["hosts"])
+                lines.append(f"  {item['change']}: {where}")
+        else:
+            lines.append("No single change of a filter, hint, AZ or extra spec would fit.")
+        if not change.get("complete", True):
+            lines.append(f"  (the search stopped after {change['elapsed_ms']:.0f} ms)")
     return "\n".join(lines)

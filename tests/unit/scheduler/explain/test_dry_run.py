@@ -359,6 +359,17 @@ def test_every_host_filtered_out_gives_the_no_valid_host_summary(fleet):
     assert doc["no_valid_host"].startswith("0/6 hosts available: 4 ImagePropertiesFilter")
     assert "1 ComputeFilter (service disabled)" in doc["no_valid_host"]
     assert "1 ComputeFilter (service down)" in doc["no_valid_host"]
+    # the single change that would fit, and where the request would then go
+    change = doc["smallest_change"]
+    assert change["complete"]
+    assert [c["change"] for c in change["found"]] == ["without filter ImagePropertiesFilter"]
+    assert change["found"][0]["hosts"][0]["host"] == "host-b"
+    text = explain.render_text(doc)
+    assert "It would fit with one change:\n  without filter ImagePropertiesFilter: host-b" in text
+
+
+def test_a_request_that_fits_has_no_smallest_change(fleet):
+    assert explain.explain_request(fleet.driver, CONTEXT, make_spec())["smallest_change"] is None
 
 
 def test_all_hosts_does_not_ask_placement(fleet):

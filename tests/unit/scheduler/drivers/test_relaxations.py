@@ -1,0 +1,128 @@
+"""The smallest change that would let a request the filters emptied fit."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from scheduler.conf import CONF
+from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.exceptions import NoValidHost
+from scheduler.objects import Aggregate, ImageMeta
+from tests.unit.scheduler.drivers.fakes import (
+    CONTEXT,
+    FakeHostManager,
+    FakePlacement,
+    make_host,
+    make_spec,
+)
+
+AZ1 = Aggregate(id=1, uuid="agg-az1", name="az1", metadata={"availability_zone": "az1"})
+SSD = Aggregate(id=2, uuid="agg-ssd", name="ssd", metadata={"ssd": "true"})
+
+
+def _driver(hosts, aggregates=()):
+    return FilterScheduler(
+        placement=FakePlacement(hosts), host_manager=FakeHostManager(hosts, list(aggregates))
+    )
+
+
+@pytest.fixture
+def hosts():
+    return [
+        make_host("a1", ram_mb=16384, aggregates=[AZ1]),
+        make_host("a2", ram_mb=8192, aggregates=[AZ1, SSD]),
+        make_host("b1", ram_mb=32768),
+        make_host("off", ram_mb=65536, disabled=True),
+    ]
+
+
+def test_a_filter_dropped_names_the_hosts_that_would_then_be_chosen(hosts):
+    driver = _driver(hosts, [AZ1, SSD])
+    spec = make_spec(image=ImageMeta(properties={"hw_architecture": "aarch64"}))
+    found = driver.relaxations(CONTEXT, spec)
+    assert found.complete
+    (change,) = found.found
+    assert (change.kind, change.name) == ("filter", "ImagePropertiesFilter")
+    # the best weighed first (RAMWeigher: the most free RAM), never the disabled host
+    assert [h["host"] for h in change.hosts] == ["b1", "a1", "a2"]
+    assert spec.image.properties == {"hw_architecture": "aarch64"}  # unchanged
+
+
+def test_the_availability_zone_left_out_and_each_filter_in_the_way_are_reported(hosts):
+    # az1's hosts are too small for this flavor once the legacy RAM filter runs
+    CONF.set_override(
+        "enabled_filters",
+        ["ComputeFilter", "AvailabilityZoneFilter", "RamFilter"],
+        group="filter_scheduler",
+    )
+    driver = _driver(hosts, [AZ1, SSD])
+    spec = make_spec(ram_mb=20000, availability_zone="az1")
+    changes = [(c.kind, c.name) for c in driver.relaxations(CONTEXT, spec).found]
+    assert changes == [
+        ("filter", "AvailabilityZoneFilter"),
+        ("filter", "RamFilter"),
+        ("availability_zone", "az1"),
+    ]
+
+
+def test_an_extra_spec_left_out(hosts):
+    CONF.set_override(
+        "enabled_filters",
+        ["ComputeFilter", "AggregateInstanceExtraSpecsFilter"],
+        group="filter_scheduler",
+    )
+    driver = _driver(hosts, [AZ1, SSD])
+    spec = make_spec()
+    spec.flavor.extra_specs = {"aggregate_instance_extra_specs:ssd": "false"}
+    found = driver.relaxations(CONTEXT, spec).found
+    assert [(c.kind, c.name) for c in found] == [
+        ("filter", "AggregateInstanceExtraSpecsFilter"),
+        ("extra_spec", "aggregate_instance_extra_specs:ssd"),
+    ]
+    assert spec.flavor.extra_specs  # the caller's spec is not changed
+
+
+def test_a_request_that_fits_needs_no_change(hosts):
+    found = _driver(hosts).relaxations(CONTEXT, make_spec())
+    assert found.found == [] and found.tried == 0
+
+
+def test_the_search_stops_at_its_budget(hosts, monkeypatch):
+    from scheduler.drivers import relaxations
+
+    monkeypatch.setattr(relaxations, "BUDGET_SECONDS", 0.0)
+    driver = _driver(hosts, [AZ1, SSD])
+    spec = make_spec(image=ImageMeta(properties={"hw_architecture": "aarch64"}))
+    found = relaxations.search(driver, CONTEXT, spec, budget=0.0)
+    assert not found.complete and found.found == []
+
+
+class WaitingRecorder:
+    def __init__(self):
+        self.records = []
+        self.arrived = threading.Event()
+
+    def record(self, rec):
+        self.records.append(rec)
+        self.arrived.set()
+        return True
+
+
+def test_the_record_of_a_no_valid_host_carries_the_smallest_change(hosts):
+    driver = _driver(hosts, [AZ1, SSD])
+    driver.recorder = WaitingRecorder()
+    spec = make_spec(image=ImageMeta(properties={"hw_architecture": "aarch64"}))
+    with pytest.raises(NoValidHost):
+        driver.select_destinations(CONTEXT, spec, ["i-0"], False)
+    # searched after the reply, on a thread of its own
+    assert driver.recorder.arrived.wait(10)
+    (rec,) = driver.recorder.records
+    change = rec.document["smallest_change"]
+    assert (
+        change["complete"]
+        and change["found"][0]["change"] == "without filter ImagePropertiesFilter"
+    )
+    assert change["found"][0]["hosts"][0] == {"host": "b1", "node": "b1"}
+    driver.stop()
