@@ -127,6 +127,9 @@ def _run(args: argparse.Namespace, state: Path) -> int:
         # the demo's caller is its operator: show why a request found no host
         CONF.set_override("novalidhost_detail", True, group="scheduler")
         CONF.set_override("connection", main_db_url, group="database")
+        # the decision records go beside the demo's databases (nova's /var/lib/nova is not
+        # a demo's): novasched-manage decision show reads them with --state-dir kept
+        CONF.set_override("state_path", str(state))
         # oslo.messaging's in-process driver: the real RPC stack and wire encoding, no broker
         transport = rpc.get_transport(CONF, url="fake:/")
         service = SchedulerService(CONF, transport=transport)

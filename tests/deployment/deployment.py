@@ -51,6 +51,7 @@ from tests.functional.fixtures_placement import (
 from tests.functional.fixtures_rabbit import RABBIT_HOST, RABBIT_PORT, ensure_rabbit
 
 NOVASCHED = Path(sys.executable).parent / "novasched-scheduler"
+NOVASCHED_MANAGE = Path(sys.executable).parent / "novasched-manage"
 MICROVERSION = "2.94"  # 2.95+ leaves an evacuated server stopped
 FAKE_TOTAL_RAM_MB = 800000  # what nova's fake.FakeDriver reports
 # how every instance fault of a NoValidHost begins (nova's words, tenants see them)
@@ -335,6 +336,25 @@ class Deployment:
                 jobs.append(pool.submit(self._manage, *args, conf=path, log=f"sync-{name}"))
             for job in jobs:
                 job.result()
+
+    def decisions(self, key: str, timeout: float = 20.0) -> list[dict[str, Any]]:
+        """novasched's decision records of an instance or a request (``novasched-manage
+        decision show --json`` on the deployment's nova.conf), once the scheduler's writer
+        has written them."""
+        deadline = time.monotonic() + timeout
+        cmd = [str(NOVASCHED_MANAGE), "--config-file", str(self.nova_conf)]
+        while True:
+            done = subprocess.run(
+                [*cmd, "decision", "show", key, "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            if done.returncode == 0:
+                return json.loads(done.stdout)
+            if done.returncode != 2 or time.monotonic() > deadline:
+                raise DeploymentError(f"novasched-manage decision show {key}: {done.stderr}")
+            time.sleep(0.5)
 
     def _manage(self, *args: str, conf: Path | None = None, log: str = "nova-manage") -> str:
         cmd = [

@@ -28,6 +28,10 @@ def test_boot_lands_on_the_host_the_weighers_prefer(deployment: Deployment):
     assert deployment.host_allocations_match(server)
     resources = next(iter(deployment.allocations(server["id"]).values()))
     assert resources == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    # novasched recorded why: the chosen host, first in its weighed order
+    (record,) = deployment.decisions(server["id"])
+    assert record["outcome"] == "scheduled" and record["hosts"] == [expected]
+    assert record["document"]["weighed"][0][0]["host"] == expected
 
 
 def test_multi_create_boots_every_server_of_the_request(deployment: Deployment):
