@@ -260,6 +260,18 @@ def _uniform_normalised(uniform: float, minval: float | None, maxval: float | No
     return (value - low) / (high - low)
 
 
+def _uniform_bounds(
+    uniform: float, minval: float | None, maxval: float | None
+) -> tuple[float, float]:
+    """What a weigher that gives every host ``uniform`` was normalised between."""
+    value = _clamped(float(uniform), minval, maxval)
+    return (value if minval is None else float(minval), value if maxval is None else float(maxval))
+
+
+def _name(weigher: Any) -> str:
+    return getattr(weigher, "name", None) or type(weigher).__name__
+
+
 def _clamped(value: float, minval: float | None, maxval: float | None) -> float:
     if minval is not None and not value >= minval:
         value = float(minval)
@@ -294,6 +306,10 @@ def _add_pending(
     return weights
 
 
+# per weigher name, the (low, high) its values were normalised between (``rank``)
+Bounds = dict[str, tuple[float, float]]
+
+
 class WeightHandler:
     """Weighs hosts with an ordered list of weigher instances."""
 
@@ -311,20 +327,25 @@ class WeightHandler:
         ranked, weights = self._weigh_fast(hosts, host_list, spec_obj)
         return list(map(WeighedHost, ranked, weights))
 
-    def rank(self, hosts: list[Any], spec_obj: Any) -> tuple[list[Any], list[float]]:
+    def rank(
+        self, hosts: list[Any], spec_obj: Any, *, bounds: Bounds | None = None
+    ) -> tuple[list[Any], list[float]]:
         """The hosts best first and their weights, in two lists: what ``weigh`` returns
         without building a WeighedHost per host (the cheaper call for a driver that only
-        needs the order and the best weights)."""
+        needs the order and the best weights). ``bounds``: filled with each weigher's
+        ``(low, high)``, what its values were normalised between (a host's share of the
+        weight is then ``multiplier * (value - low) / (high - low)``, 0 when they are equal;
+        a weigher that counted for nothing on any host is not in it)."""
         host_list = list(hosts)
         if len(host_list) <= 1:
             return host_list, [0.0] * len(host_list)
         if LOG.isEnabledFor(logging.DEBUG):
-            weighed = self._weigh_one_by_one(host_list, spec_obj, False)
+            weighed = self._weigh_one_by_one(host_list, spec_obj, False, bounds)
             return [w.obj for w in weighed], [w.weight for w in weighed]
-        return self._weigh_fast(hosts, host_list, spec_obj)
+        return self._weigh_fast(hosts, host_list, spec_obj, bounds)
 
     def _weigh_fast(
-        self, hosts: Any, host_list: list[Any], spec_obj: Any
+        self, hosts: Any, host_list: list[Any], spec_obj: Any, bounds: Bounds | None = None
     ) -> tuple[list[Any], list[float]]:
         """``_weigh_rows`` when the hosts are in a host table, else ``_weigh_batch``."""
         if len(host_list) >= COLUMNS_MIN_HOSTS:
@@ -335,10 +356,10 @@ class WeightHandler:
                 located = table_of(host_list)
                 table, rows = located if located is not None else (None, None)
             if table is not None:
-                result = self._weigh_rows(table, rows, host_list, spec_obj)
+                result = self._weigh_rows(table, rows, host_list, spec_obj, bounds)
                 if result is not None:
                     return result
-        return self._weigh_batch(host_list, spec_obj)
+        return self._weigh_batch(host_list, spec_obj, bounds)
 
     def _row_multiplier(
         self, weigher: Any, host_list: list[Any], agg_codes: Any, lists: list[list[Any]]
@@ -363,7 +384,12 @@ class WeightHandler:
         return by_code[agg_codes]
 
     def _weigh_rows(
-        self, table: Any, rows: Any, host_list: list[Any], spec_obj: Any
+        self,
+        table: Any,
+        rows: Any,
+        host_list: list[Any],
+        spec_obj: Any,
+        bounds: Bounds | None = None,
     ) -> tuple[list[Any], list[float]] | None:
         """``_weigh_batch`` over arrays (see the module docstring); None when a value would
         make the arrays differ from the list path (NaN), which then weighs instead."""
@@ -399,6 +425,8 @@ class WeightHandler:
             minval = getattr(weigher, "minval", None)
             maxval = getattr(weigher, "maxval", None)
             if raw is None:
+                if bounds is not None:
+                    bounds[_name(weigher)] = _uniform_bounds(uniform, minval, maxval)
                 norm = _uniform_normalised(uniform, minval, maxval)
                 if norm is None and finite:
                     continue
@@ -413,6 +441,8 @@ class WeightHandler:
                 raw = np.where(raw <= maxval, raw, float(maxval))
             low = float(raw.min() if minval is None else minval)
             high = float(raw.max() if maxval is None else maxval)
+            if bounds is not None:
+                bounds[_name(weigher)] = (low, high)
             if low == high:
                 if finite:
                     continue
@@ -438,7 +468,9 @@ class WeightHandler:
         raw = column[rows]
         return None if np.isnan(raw).any() else raw
 
-    def _weigh_batch(self, host_list: list[Any], spec_obj: Any) -> tuple[list[Any], list[float]]:
+    def _weigh_batch(
+        self, host_list: list[Any], spec_obj: Any, bounds: Bounds | None = None
+    ) -> tuple[list[Any], list[float]]:
         """nova's arithmetic in a few list passes; the hosts best first, and their weights.
 
         Per host the operations are exactly those of ``_weigh_one_by_one`` (weight +
@@ -469,6 +501,8 @@ class WeightHandler:
             maxval = getattr(weigher, "maxval", None)
             if isinstance(values, Same):
                 # every host has the same value: one normalised value for all
+                if bounds is not None:
+                    bounds[_name(weigher)] = _uniform_bounds(values.value, minval, maxval)
                 norm = _uniform_normalised(values.value, minval, maxval)
                 if norm is None and _is_finite(multiplier):
                     continue
@@ -495,6 +529,8 @@ class WeightHandler:
                     raw = [_clamped(v, minval, maxval) for v in raw]
             low = float(min(raw) if minval is None else minval)
             high = float(max(raw) if maxval is None else maxval)
+            if bounds is not None:
+                bounds[_name(weigher)] = (low, high)
             if low != high and not isinstance(multiplier, list):
                 pending.append((raw, multiplier, low, high - low))
                 continue
@@ -520,7 +556,7 @@ class WeightHandler:
         return ranked, sorted(weights, reverse=True)
 
     def _weigh_one_by_one(
-        self, host_list: list[Any], spec_obj: Any, explain: bool
+        self, host_list: list[Any], spec_obj: Any, explain: bool, bounds: Bounds | None = None
     ) -> list[WeighedHost]:
         """The plain path, for ``explain`` and debug logging: every weigher, every host,
         with per-weigher contributions and nova's debug lines."""
@@ -552,6 +588,11 @@ class WeightHandler:
             if maxval is not None:
                 raw = [v if v <= maxval else float(maxval) for v in raw]
             normalized = normalize(raw, minval, maxval)
+            if bounds is not None and raw:
+                bounds[name] = (
+                    float(min(raw) if minval is None else minval),
+                    float(max(raw) if maxval is None else maxval),
+                )
             for i, item in enumerate(weighed):
                 item.weight += multipliers[i] * normalized[i]
                 if explain:

@@ -2,10 +2,10 @@
 
 The document is built from the request's trace once the call has its answer: what was
 asked, where the candidates came from, what each filter removed, the best weighed hosts of
-each instance with each weigher's raw value and multiplier (captured by ``select_hosts``
-before the instance consumed anything), the selections and, on a NoValidHost, its reason.
-``scheduler.records`` stores it without looking inside (docs/operations.md, "Decision
-records").
+each instance with each weigher's raw value, normalised value, multiplier and share of the
+weight (captured by ``select_hosts`` before the instance consumed anything), the
+selections and, on a NoValidHost, its reason. ``scheduler.records`` stores it without
+looking inside (docs/operations.md, "Decision records").
 """
 
 from __future__ import annotations
@@ -24,11 +24,17 @@ MAX_WEIGHED_INSTANCES = 10
 
 
 def top_weighed(
-    req: SchedulingRequest, hosts: list[Any], weights: list[float], weighers: list[Any], k: int
+    req: SchedulingRequest,
+    hosts: list[Any],
+    weights: list[float],
+    weighers: list[Any],
+    k: int,
+    bounds: dict[str, tuple[float, float]],
 ) -> list[dict[str, Any]]:
-    """The ``k`` best weighed hosts, each with its weight and every weigher's raw value and
-    multiplier for it (the weigher's share is ``multiplier * normalized``, normalized over
-    all the filtered hosts: explain shows it)."""
+    """The ``k`` best weighed hosts, each with its weight and, per weigher, its raw value,
+    its value normalised as the weighing did (between ``bounds``, over all the filtered
+    hosts), its multiplier and its share of the weight (``multiplier * normalized``; the
+    shares add up to the weight)."""
     best = hosts[:k]
     out = [
         {"host": h.host, "node": h.nodename, "weight": round(w, 6), "weighers": {}}
@@ -38,9 +44,10 @@ def top_weighed(
         name = getattr(weigher, "name", None) or type(weigher).__name__
         try:
             multipliers = [float(weigher.weight_multiplier(h)) for h in best]
-            if not any(multipliers):  # it weighed nothing: its values are not asked
-                for entry in out:
-                    entry["weighers"][name] = {"multiplier": 0.0}
+            if not any(multipliers) or name not in bounds:
+                # it weighed nothing (or the same for every host): no share
+                for entry, multiplier in zip(out, multipliers, strict=False):
+                    entry["weighers"][name] = {"multiplier": multiplier, "share": 0.0}
                 continue
             values = raw_values(weigher, best, req)
             raws = [values.value] * len(best) if isinstance(values, Same) else list(values)
@@ -48,9 +55,32 @@ def top_weighed(
             for entry in out:
                 entry["weighers"][name] = {"error": str(exc)[:200]}
             continue
+        low, high = bounds[name]
+        minval = getattr(weigher, "minval", None)
+        maxval = getattr(weigher, "maxval", None)
         for entry, raw, multiplier in zip(out, raws, multipliers, strict=False):
-            entry["weighers"][name] = {"raw": _number(raw), "multiplier": multiplier}
+            normalized = _normalized(raw, low, high, minval, maxval)
+            entry["weighers"][name] = {
+                "raw": _number(raw),
+                "normalized": None if normalized is None else round(normalized, 6),
+                "multiplier": multiplier,
+                "share": None if normalized is None else round(multiplier * normalized, 6),
+            }
     return out
+
+
+def _normalized(
+    raw: Any, low: float, high: float, minval: float | None, maxval: float | None
+) -> float | None:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    if minval is not None and not value >= minval:
+        value = float(minval)
+    if maxval is not None and not value <= maxval:
+        value = float(maxval)
+    return 0.0 if low == high else (value - low) / (high - low)
 
 
 def _number(value: Any) -> Any:

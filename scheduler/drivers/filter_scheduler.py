@@ -440,23 +440,35 @@ class FilterScheduler:
         step = InstanceStep(list(req.trace.narrowed), forced, report, [], [])
         if not report.hosts:
             return step
+        weighed = req.trace.weighed
+        # what the weighers normalised between, for the decision record (the first instances)
+        bounds = (
+            {}
+            if weighed is not None
+            and not explain
+            and index not in weighed
+            and index < decisions.MAX_WEIGHED_INSTANCES
+            else None
+        )
         with req.trace.timed("weigh"):
             if explain:
                 step.weighed = self.weight_handler.weigh(report.hosts, req, explain=True)
                 step.hosts = [w.obj for w in step.weighed]
                 step.weights = [w.weight for w in step.weighed]
             else:
-                step.hosts, step.weights = self.weight_handler.rank(report.hosts, req)
+                step.hosts, step.weights = self.weight_handler.rank(
+                    report.hosts, req, bounds=bounds
+                )
         step = self.picker.arrange(step)
-        weighed = req.trace.weighed
-        if weighed is not None and index not in weighed and index < decisions.MAX_WEIGHED_INSTANCES:
+        if bounds is not None:
             # before the instance consumes anything: the values it was chosen by
-            weighed[index] = decisions.top_weighed(
+            req.trace.weighed[index] = decisions.top_weighed(
                 req,
                 step.hosts,
                 step.weights,
                 self.weight_handler.weighers,
                 self.conf.decision_records.top_weighed,
+                bounds,
             )
         return step
 

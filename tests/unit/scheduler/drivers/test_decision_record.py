@@ -55,8 +55,17 @@ def test_a_scheduled_call_records_its_choice_the_filters_and_the_best_weighed_ho
     # as they were before the instance consumed: the first instance saw big's free RAM whole
     first, second = doc["weighed"]
     assert [w["host"] for w in first] == ["big", "small"]
-    assert first[0]["weighers"]["RAMWeigher"] == {"raw": 16384.0, "multiplier": 1.0}
+    assert first[0]["weighers"]["RAMWeigher"] == {
+        "raw": 16384.0,
+        "normalized": 1.0,
+        "multiplier": 1.0,
+        "share": 1.0,
+    }
     assert first[0]["weight"] >= first[1]["weight"]
+    # each weigher's share as the weighing computed it: they add up to the host's weight
+    for entry in first + second:
+        shares = [w.get("share") or 0.0 for w in entry["weighers"].values()]
+        assert sum(shares) == pytest.approx(entry["weight"], abs=1e-5)
     assert second[0]["weighers"]["RAMWeigher"]["raw"] < 16384.0 or second[0]["host"] == "small"
     assert [s[0]["host"] for s in doc["selections"]] == rec.hosts
     assert doc["claims"]["made"] == 2 and "reason" not in doc
@@ -92,3 +101,33 @@ def test_without_a_recorder_nothing_is_captured():
     driver.new_request = lambda *a, **kw: seen.append(new_request(*a, **kw)) or seen[-1]
     driver.select_destinations(CONTEXT, make_spec(), ["i-0"], False)
     assert seen[0].trace.weighed is None
+
+
+@pytest.mark.parametrize("hosts_count", [4, 300])
+def test_the_shares_add_up_to_the_weight_on_the_list_and_the_column_paths(hosts_count, tmp_path):
+    """300 hosts in the host manager's table weigh through the columns; 4 through lists."""
+    from tests.unit.scheduler.hosts.env import Env, utcnow
+
+    env = Env(tmp_path)
+    cell = env.add_cell("cell1")
+    for i in range(hosts_count):
+        env.add_host(
+            cell,
+            f"h{i:03d}",
+            service={"last_seen_up": utcnow()},
+            free_ram_mb=1024 + 37 * i,
+            vcpus_used=i % 7,
+        )
+    manager = env.manager()
+    driver = FilterScheduler(placement=object(), host_manager=manager, view=False)
+    driver.recorder = ListRecorder()
+    req = driver.new_request(CONTEXT, make_spec())
+    hosts = driver.all_hosts(req)
+    assert len(hosts) == hosts_count
+    step = driver.select_hosts(req, hosts, 0)
+    (best,) = req.trace.weighed.values()
+    assert [b["host"] for b in best] == [h.host for h in step.hosts[:5]]
+    for entry, weight in zip(best, step.weights, strict=False):
+        shares = [w.get("share") or 0.0 for w in entry["weighers"].values()]
+        assert sum(shares) == pytest.approx(weight, abs=1e-5)
+    manager.stop()
