@@ -260,6 +260,15 @@ def _uniform_normalised(uniform: float, minval: float | None, maxval: float | No
     return (value - low) / (high - low)
 
 
+def normalized_value(
+    value: float, low: float, high: float, minval: float | None, maxval: float | None
+) -> float:
+    """One value normalised as the weighing normalised it between ``low`` and ``high``
+    (clamped to the weigher's ``minval``/``maxval`` first; 0 when the bounds are equal)."""
+    value = _clamped(float(value), minval, maxval)
+    return 0.0 if low == high else (value - low) / (high - low)
+
+
 def _uniform_bounds(
     uniform: float, minval: float | None, maxval: float | None
 ) -> tuple[float, float]:

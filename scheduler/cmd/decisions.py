@@ -28,7 +28,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.cmd import text_table
+from scheduler.cmd import positive_int, text_table
 from scheduler.conf import CONF
 from scheduler.records import DecisionRecord, DecisionStore, StoreError
 from scheduler.records.record import utcnow
@@ -84,16 +84,6 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     return when
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
-    return value
-
-
 def add_parsers(subparsers: Any) -> None:
     """Add ``decision show`` and ``decision list`` to novasched-manage's commands."""
     p = subparsers.add_parser(
@@ -121,7 +111,7 @@ def add_parsers(subparsers: Any) -> None:
     lst.add_argument("--until", type=parse_time, metavar="T", help="made at or before T")
     lst.add_argument(
         "--limit",
-        type=_positive,
+        type=positive_int,
         default=LIST_LIMIT,
         metavar="N",
         help=f"at most N decisions (default {LIST_LIMIT})",

@@ -43,7 +43,12 @@ from oslo_utils import timeutils
 from sqlalchemy.engine import make_url
 
 import db
-from scheduler.cmd import decisions, hide_eventlet_deprecation, select_service_backend
+from scheduler.cmd import (
+    decisions,
+    hide_eventlet_deprecation,
+    positive_int,
+    select_service_backend,
+)
 from scheduler.cmd import text_table as _table
 from scheduler.cmd.progress import terminal_progress
 from scheduler.conf import CONF, database_connection
@@ -532,16 +537,6 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
-    return value
-
-
 def _non_negative(text: str) -> int:
     try:
         value = int(text)
@@ -593,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     fleets = fleetp.add_subparsers(dest="action", metavar="{load,heartbeat}", parser_class=_Parser)
     fleets.required = True
     load = fleets.add_parser("load", help="write a synthetic fleet into the cells and Placement")
-    load.add_argument("--hosts", type=_positive, required=True)
+    load.add_argument("--hosts", type=positive_int, required=True)
     load.add_argument("--cells", nargs="+", metavar="CELL", help="names or uuids (default: all)")
     load.add_argument("--seed", type=int, default=0)
     load.add_argument("--host-prefix", default="compute")
@@ -604,7 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--max-instances-per-host", type=_non_negative, default=4)
     load.add_argument("--placement-url", metavar="URL")
     load.add_argument("--no-placement", action="store_true", help="databases only")
-    load.add_argument("--workers", type=_positive, default=8, help="parallel Placement writes")
+    load.add_argument("--workers", type=positive_int, default=8, help="parallel Placement writes")
     load.set_defaults(func=cmd_fleet_load)
     beat = fleets.add_parser(
         "heartbeat",
@@ -635,7 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--image-props", metavar="k=v,...", help="image properties (hw_architecture)")
     ex.add_argument("--hints", metavar="k=v,...", help="scheduler hints (a key may repeat)")
     ex.add_argument("--az", metavar="AZ", help="availability zone")
-    ex.add_argument("--num-instances", type=_positive, metavar="N")
+    ex.add_argument("--num-instances", type=positive_int, metavar="N")
     ex.add_argument("--project-id", metavar="ID", help="the project asking")
     ex.add_argument(
         "--request",
@@ -650,7 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("--format", choices=("text", "json"), default="text")
     ex.add_argument(
-        "--show", type=_positive, default=10, metavar="N", help="text: host names per list"
+        "--show", type=positive_int, default=10, metavar="N", help="text: host names per list"
     )
     ex.set_defaults(func=cmd_explain)
 
@@ -700,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chk.add_argument(
         "--placement-workers",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="how many API worker processes Placement runs (default: unknown)",
     )

@@ -16,7 +16,7 @@ from scheduler.objects import request_summary
 from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord
 from scheduler.request import SchedulingRequest
 from weighers import Same
-from weighers.handler import raw_values
+from weighers.handler import normalized_value, raw_values
 
 DOCUMENT_VERSION = 1
 # the instances of a multi-create whose weighed hosts are kept (the first ones)
@@ -73,14 +73,9 @@ def _normalized(
     raw: Any, low: float, high: float, minval: float | None, maxval: float | None
 ) -> float | None:
     try:
-        value = float(raw)
+        return normalized_value(float(raw), low, high, minval, maxval)
     except (TypeError, ValueError):
         return None
-    if minval is not None and not value >= minval:
-        value = float(minval)
-    if maxval is not None and not value <= maxval:
-        value = float(maxval)
-    return 0.0 if low == high else (value - low) / (high - low)
 
 
 def _number(value: Any) -> Any:
