@@ -19,8 +19,13 @@ many as it holds, whichever order the weighers choose. (``tests/unit/scheduler/c
 proves it against the driver's own cycle.) The weighers are not run.
 
 What is free but no further instance of the flavor can use is its *stranded* capacity, per
-resource class the flavor asks for: on every up and enabled host in scope, what its compute
-node reports free (within the allocation ratios) less what the counted instances take.
+resource class one instance asks Placement for (the request's own Placement groups, as
+``build_queries`` writes them: the flavor's fields overridden by ``resources*:`` extra specs,
+VCPU turned into PCPU by ``hw:cpu_policy=dedicated``): on every up and enabled host in scope,
+what is free of that class less what the counted instances take. What is free of VCPU,
+MEMORY_MB and DISK_GB is what the compute node reports (within the allocation ratios); of
+any other class (PCPU, VGPU, CUSTOM_*...) it is what the host's provider tree has free in
+Placement (see ``CapacityCalculator._stranded`` for where that is read).
 """
 
 from __future__ import annotations
@@ -36,13 +41,15 @@ from typing import Any
 from oslo_utils import timeutils
 
 from filters import PASS_ALL
-from scheduler.exceptions import NoValidHost
+from scheduler.exceptions import InvalidRequest, NoValidHost
 from scheduler.hosts import table as host_table
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec
+from scheduler.placement import query
 
-# the resource classes whose stranded capacity is reported, read from the compute nodes
-STRANDED_CLASSES = ("VCPU", "MEMORY_MB", "DISK_GB")
+# the resource classes whose free amount is read from the compute nodes (the others from
+# Placement); listed first, in this order, wherever stranded capacity is shown
+COMPUTE_NODE_CLASSES = ("VCPU", "MEMORY_MB", "DISK_GB")
 # per host, at most this many instances are simulated for a flavor that asks Placement for
 # nothing countable; a host that still takes more is unbounded
 MAX_SIMULATED = 10_000
@@ -95,7 +102,9 @@ class CapacityCalculator:
         self.aggregate = aggregate
         self.project_id = project_id
         self._scope: list[HostState] | None = None
-        self._free: list[tuple[tuple[str, str], dict[str, float]]] | None = None
+        self._free: list[tuple[HostState, dict[str, float]]] | None = None
+        # root provider uuid -> free per resource class, from the provider view
+        self._view_free: dict[str, dict[str, float]] | None = None
 
     # -- per flavor ----------------------------------------------------------------------------
     def flavor(self, flavor: Flavor) -> FlavorCapacity:
@@ -103,13 +112,15 @@ class CapacityCalculator:
         out = FlavorCapacity(flavor=flavor.name or flavor.flavorid or "?", total=0)
         req = self.driver.new_request(self._context(), self._spec(flavor))
         fits: list[tuple[HostState, int | None]] = []
+        summaries: dict[str, dict[str, Any]] = {}
         try:
             candidates, hosts = self.driver.placement_candidates(req, unlimited=True)
         except NoValidHost as exc:
             out.reason = exc.reason
         else:
             out.source = req.trace.candidate_source
-            fits, out.reason = self._fits(req, hosts, candidates.provider_summaries)
+            summaries = candidates.provider_summaries
+            fits, out.reason = self._fits(req, hosts, summaries)
         default_az = self.driver.conf.default_availability_zone
         for host, n in fits:
             if not n:
@@ -125,7 +136,7 @@ class CapacityCalculator:
         if out.total != 0:
             out.reason = ""
         counted = {(h.host, h.nodename): n for h, n in fits if n}
-        out.stranded = self._stranded(req, counted)
+        out.stranded = self._stranded(req, counted, summaries)
         out.elapsed = time.perf_counter() - started
         return out
 
@@ -219,23 +230,61 @@ class CapacityCalculator:
             self._scope = self._in_aggregate(up)
         return self._scope
 
-    def _stranded(self, req: Any, counted: dict[tuple[str, str], int]) -> dict[str, float]:
-        asked = _asked(req.flavor)
-        classes = [rc for rc in STRANDED_CLASSES if asked.get(rc)]
-        totals = dict.fromkeys(classes, 0.0)
-        for key, free in self._scope_free():
-            n = counted.get(key, 0)
-            for rc in classes:
-                left = free[rc] - n * asked[rc]
+    def _stranded(
+        self,
+        req: Any,
+        counted: dict[tuple[str, str], int],
+        summaries: dict[str, dict[str, Any]],
+    ) -> dict[str, float]:
+        """Per resource class one instance asks Placement for: what the hosts of the scope
+        have free of it less what their counted instances take, summed over the hosts.
+
+        VCPU, MEMORY_MB and DISK_GB are read from the compute nodes. Any other class is read
+        from Placement's provider summaries of this flavor's candidates: a host's providers
+        are its tree (root provider uuid = the HostState's uuid). A host where the flavor fits
+        nowhere in Placement is in no summary: its tree is read from the driver's provider
+        view (usage as the view last read it). Without a view, or for a host the view does not
+        hold, the free amount of such a class is unknown, and the figure covers the hosts
+        whose providers are known only.
+        """
+        asked = _asked(req, self.driver.conf)
+        placement_classes = [rc for rc in asked if rc not in COMPUTE_NODE_CLASSES]
+        trees = _free_by_root(summaries) if placement_classes else {}
+        totals = dict.fromkeys(asked, 0.0)
+        for host, node_free in self._scope_free():
+            free = dict(node_free)
+            if placement_classes:
+                tree = trees.get(host.uuid) if host.uuid else None
+                if tree is None:
+                    tree = self._free_in_view(host.uuid)
+                if tree is not None:
+                    free.update((rc, tree.get(rc, 0.0)) for rc in placement_classes)
+            n = counted.get((host.host, host.nodename), 0)
+            for rc, amount in asked.items():
+                if rc not in free:
+                    continue
+                left = free[rc] - n * amount
                 if left > 0:
                     totals[rc] += left
         return totals
 
-    def _scope_free(self) -> list[tuple[tuple[str, str], dict[str, float]]]:
-        """What each host of the scope has free, read once per calculator."""
+    def _scope_free(self) -> list[tuple[HostState, dict[str, float]]]:
+        """What each host of the scope has free of VCPU, MEMORY_MB and DISK_GB, read once
+        per calculator."""
         if self._free is None:
-            self._free = [((h.host, h.nodename), _free(h)) for h in self._hosts_in_scope()]
+            self._free = [(h, _free(h)) for h in self._hosts_in_scope()]
         return self._free
+
+    def _free_in_view(self, root: str | None) -> dict[str, float] | None:
+        """What the provider tree of ``root`` has free per resource class in the driver's
+        provider view, or None (no root, no loaded view, a tree the view does not hold).
+        The view is read once per calculator, for the trees of the scope."""
+        if not root:
+            return None
+        if self._view_free is None:
+            roots = {h.uuid for h in self._hosts_in_scope() if h.uuid}
+            self._view_free = _free_in_view(getattr(self.driver, "view", None), roots)
+        return self._view_free.get(root)
 
 
 def _placement_fit(
@@ -292,10 +341,51 @@ def _simulate(
     return taken
 
 
-def _asked(flavor: Flavor) -> dict[str, float]:
-    """What one instance of the flavor takes of the compute node's resources."""
-    disk = (flavor.root_gb or 0) + (flavor.ephemeral_gb or 0) + math.ceil((flavor.swap or 0) / 1024)
-    return {"VCPU": flavor.vcpus or 0, "MEMORY_MB": flavor.memory_mb or 0, "DISK_GB": disk}
+def _asked(spec: RequestSpec, conf: Any) -> dict[str, int]:
+    """What one instance asks Placement for per resource class: the amounts of the request's
+    groups in the query nova sends first (``build_queries``; with ``hw:cpu_policy=dedicated``
+    the PCPU query, not its VCPU fallback), summed over the groups. A request Placement or
+    nova would refuse asks for nothing."""
+    try:
+        queries = query.build_queries(spec, conf=conf, unlimited=True)
+    except (InvalidRequest, NoValidHost):
+        return {}
+    asked: dict[str, int] = {}
+    for group in queries[0].groups:
+        for rc, amount in group.resources.items():
+            if amount:
+                asked[rc] = asked.get(rc, 0) + amount
+    return asked
+
+
+def _free_by_root(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per provider tree (by root provider uuid) of the provider summaries, what it has free
+    per resource class: capacity (reserved and allocation ratio applied) less used, summed
+    over its providers."""
+    trees: dict[str, dict[str, float]] = {}
+    for rp, summary in summaries.items():
+        free = trees.setdefault(summary.get("root_provider_uuid") or rp, {})
+        for rc, room in (summary.get("resources") or {}).items():
+            left = max(0, room.get("capacity", 0) - room.get("used", 0))
+            free[rc] = free.get(rc, 0.0) + left
+    return trees
+
+
+def _free_in_view(view: Any, roots: set[str]) -> dict[str, dict[str, float]]:
+    """Per provider tree of ``roots`` that the provider view holds, what it has free per
+    resource class as the view last read it (nothing without a loaded view)."""
+    if view is None or not view.loaded:
+        return {}
+    trees: dict[str, dict[str, float]] = {}
+    for uuid in view.uuids():
+        rec = view.record(uuid)
+        if rec is None or rec.root_uuid not in roots:
+            continue
+        free = trees.setdefault(rec.root_uuid, {})
+        for rc, inventory in rec.inventories.items():
+            left = max(0, inventory.capacity - rec.used.get(rc, 0))
+            free[rc] = free.get(rc, 0.0) + left
+    return trees
 
 
 def _free(host: HostState) -> dict[str, float]:

@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.capacity.calculator import STRANDED_CLASSES, FlavorCapacity
+from scheduler.capacity.calculator import COMPUTE_NODE_CLASSES, FlavorCapacity
 
 INSTALL_HINT = "pip install 'novasched[plot]'"
 
@@ -19,12 +19,22 @@ def _count(n: int | None) -> str:
     return "unbounded" if n is None else f"{n:,}"
 
 
+def stranded_classes(figures: Sequence[FlavorCapacity]) -> list[str]:
+    """The resource classes with stranded capacity in ``figures``: VCPU, MEMORY_MB and
+    DISK_GB first (those present, in that order), then the others by name."""
+    present = {rc for f in figures for rc in f.stranded}
+    first = [rc for rc in COMPUTE_NODE_CLASSES if rc in present]
+    return first + sorted(present - set(first))
+
+
 def text(figures: Sequence[FlavorCapacity], *, by_aggregate: bool = False) -> str:
     """One row per flavor: how many more fit in total and per AZ (or per aggregate), and
-    the stranded capacity per resource class; then why for each flavor that fits nowhere."""
+    the stranded capacity per resource class any flavor has (``stranded_classes``; "-"
+    where a flavor asks none of it); then why for each flavor that fits nowhere."""
     part = "by_aggregate" if by_aggregate else "by_az"
     columns = sorted({name for f in figures for name in getattr(f, part)})
-    head = ["flavor", "total", *columns, *(f"stranded {rc}" for rc in STRANDED_CLASSES)]
+    classes = stranded_classes(figures)
+    head = ["flavor", "total", *columns, *(f"stranded {rc}" for rc in classes)]
     rows = []
     for f in figures:
         counts = getattr(f, part)
@@ -33,7 +43,7 @@ def text(figures: Sequence[FlavorCapacity], *, by_aggregate: bool = False) -> st
                 f.flavor,
                 _count(f.total),
                 *(f"{counts.get(c, 0):,}" for c in columns),
-                *(f"{f.stranded[rc]:,.0f}" if rc in f.stranded else "-" for rc in STRANDED_CLASSES),
+                *(f"{f.stranded[rc]:,.0f}" if rc in f.stranded else "-" for rc in classes),
             ]
         )
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]

@@ -27,28 +27,39 @@ class ViewPlacement(FakePlacement):
         return answer.candidates
 
 
-def provider_record_of(host):
-    """Placement's record of a host's compute node, as nova-compute reports it."""
+def provider_record_of(host, inventories=None):
+    """Placement's record of a host's compute node, as nova-compute reports it.
+    ``inventories``: resource class -> Inventory to add or replace (PCPU, a custom class),
+    or None to leave a class out (a host whose CPUs are all dedicated reports no VCPU)."""
+    records = {
+        "VCPU": Inventory(host.vcpus_total, allocation_ratio=host.cpu_allocation_ratio),
+        "MEMORY_MB": Inventory(
+            host.total_usable_ram_mb, allocation_ratio=host.ram_allocation_ratio
+        ),
+        "DISK_GB": Inventory(
+            host.total_usable_disk_gb, allocation_ratio=host.disk_allocation_ratio
+        ),
+    }
+    for rc, inventory in (inventories or {}).items():
+        if inventory is None:
+            records.pop(rc, None)
+        else:
+            records[rc] = inventory
     return ProviderRecord(
         uuid=host.uuid,
         generation=1,
         name=host.nodename,
-        inventories={
-            "VCPU": Inventory(host.vcpus_total, allocation_ratio=host.cpu_allocation_ratio),
-            "MEMORY_MB": Inventory(
-                host.total_usable_ram_mb, allocation_ratio=host.ram_allocation_ratio
-            ),
-            "DISK_GB": Inventory(
-                host.total_usable_disk_gb, allocation_ratio=host.disk_allocation_ratio
-            ),
-        },
+        inventories=records,
         aggregates=frozenset(a.uuid for a in host.aggregates),
     )
 
 
-def view_cloud(hosts, aggregates=()):
+def view_cloud(hosts, aggregates=(), inventories=None):
+    """The driver and Placement of ``hosts``; ``inventories``: host name -> the changes to
+    its compute node's inventories (see ``provider_record_of``)."""
+    inventories = inventories or {}
     view = ProviderView()
-    view.replace_all([provider_record_of(h) for h in hosts], 0.0)
+    view.replace_all([provider_record_of(h, inventories.get(h.host)) for h in hosts], 0.0)
     view.mark_refreshed(view.now())
     placement = ViewPlacement(hosts, view)
     driver = FilterScheduler(

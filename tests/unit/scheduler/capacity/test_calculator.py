@@ -14,8 +14,10 @@ import random
 import pytest
 
 from scheduler.capacity import CapacityCalculator
+from scheduler.capacity.calculator import _asked
 from scheduler.conf import CONF
-from scheduler.objects import Aggregate, Flavor
+from scheduler.objects import Aggregate, Flavor, RequestSpec
+from scheduler.placement.view import Inventory
 from tests.unit.scheduler.capacity.cloud import (
     az_aggregate,
     boots_until_no_valid_host,
@@ -138,3 +140,96 @@ def test_random_fleets_take_as_many_boots_as_their_capacity(seed):
     driver, _ = view_cloud(hosts)
     cap = CapacityCalculator(driver).flavor(flavor)
     assert boots_until_no_valid_host(driver, flavor) == cap.total
+
+
+def test_a_dedicated_cpu_flavor_strands_pcpu_and_no_vcpu():
+    hosts = [
+        make_host("pinned", vcpus=8, ram_mb=65536, disk_gb=1000),
+        make_host("pinned-small", vcpus=8, ram_mb=65536, disk_gb=1000),
+        make_host("shared", vcpus=4, ram_mb=8192, disk_gb=100),
+    ]
+    # the pinned hosts report their CPUs as PCPU only; "shared" as VCPU only, which the
+    # VCPU fallback query finds, as nova's does
+    inventories = {
+        "pinned": {"PCPU": Inventory(10), "VCPU": None},
+        "pinned-small": {"PCPU": Inventory(3), "VCPU": None},
+    }
+    flavor = Flavor(
+        name="pinned.4",
+        vcpus=4,
+        memory_mb=4096,
+        root_gb=10,
+        extra_specs={"hw:cpu_policy": "dedicated"},
+    )
+    driver, _ = view_cloud(hosts, inventories=inventories)
+    cap = CapacityCalculator(driver).flavor(flavor)
+    # pinned: 10 PCPU / 4 = 2; pinned-small: 3 PCPU, none; shared (fallback): 8192 MB / 4096
+    assert cap.by_host == {"pinned/pinned": 2, "shared/shared": 2}
+    # PCPU: pinned 10 - 2 * 4, pinned-small 3 (in no summary: from the provider view),
+    # shared none; memory and disk from the compute nodes, as before
+    assert cap.stranded == {
+        "PCPU": 2.0 + 3.0,
+        "MEMORY_MB": (65536 - 2 * 4096) + 65536 + 0.0,
+        "DISK_GB": (1000 - 2 * 10) + 1000 + (100 - 2 * 10),
+    }
+    assert boots_until_no_valid_host(driver, flavor) == cap.total == 4
+
+
+def _custom_class_cloud():
+    hosts = [
+        make_host("gpu", vcpus=8, ram_mb=8192, disk_gb=100),
+        make_host("gpu-busy", vcpus=8, ram_mb=2048, disk_gb=100),
+        make_host("plain", vcpus=8, ram_mb=8192, disk_gb=100),
+    ]
+    inventories = {"gpu": {"CUSTOM_X": Inventory(4)}, "gpu-busy": {"CUSTOM_X": Inventory(3)}}
+    flavor = Flavor(
+        name="x.1", vcpus=2, memory_mb=4096, root_gb=10, extra_specs={"resources:CUSTOM_X": "1"}
+    )
+    driver, _ = view_cloud(hosts, inventories=inventories)
+    return driver, flavor
+
+
+def test_a_flavor_asking_a_custom_class_strands_it():
+    driver, flavor = _custom_class_cloud()
+    cap = CapacityCalculator(driver).flavor(flavor)
+    # gpu: min(32 / 2, 8192 / 4096, 100 / 10, 4 / 1) = 2; gpu-busy: not 4096 MB; plain: no X
+    assert cap.by_host == {"gpu/gpu": 2}
+    # CUSTOM_X: gpu 4 - 2, gpu-busy 3 (from the provider view), plain none
+    assert cap.stranded == {
+        "VCPU": (32 - 2 * 2) + 32 + 32.0,
+        "MEMORY_MB": 0 + 2048 + 8192.0,
+        "DISK_GB": (100 - 2 * 10) + 100 + 100.0,
+        "CUSTOM_X": 2.0 + 3.0,
+    }
+    assert boots_until_no_valid_host(driver, flavor) == cap.total == 2
+
+
+def test_without_a_provider_view_a_class_counts_on_the_hosts_placement_summarised(monkeypatch):
+    driver, flavor = _custom_class_cloud()
+    # the candidates still come from the view; the calculator no longer sees it
+    monkeypatch.setattr(driver, "view", None)
+    cap = CapacityCalculator(driver).flavor(flavor)
+    assert cap.stranded["CUSTOM_X"] == 2.0  # gpu's alone: gpu-busy's 3 are unknown
+    assert cap.stranded["VCPU"] == (32 - 2 * 2) + 32 + 32.0  # the compute nodes, all hosts
+
+
+@pytest.mark.parametrize(
+    ("extra_specs", "asked"),
+    [
+        ({}, {"VCPU": 4, "MEMORY_MB": 2048, "DISK_GB": 20}),
+        ({"hw:cpu_policy": "dedicated"}, {"PCPU": 4, "MEMORY_MB": 2048, "DISK_GB": 20}),
+        (
+            {
+                "resources:VCPU": "0",
+                "resources:CUSTOM_X": "2",
+                "resources1:CUSTOM_X": "1",
+                "resources1:VGPU": "1",
+                "resources:DISK_GB": "5",
+            },
+            {"MEMORY_MB": 2048, "DISK_GB": 5, "CUSTOM_X": 3, "VGPU": 1},
+        ),
+    ],
+)
+def test_what_one_instance_asks_is_what_placement_is_asked_summed_over_groups(extra_specs, asked):
+    flavor = Flavor(name="f", vcpus=4, memory_mb=2048, root_gb=20, extra_specs=extra_specs)
+    assert _asked(RequestSpec(flavor=flavor), CONF) == asked

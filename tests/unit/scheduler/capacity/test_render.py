@@ -38,6 +38,25 @@ def test_the_table_has_a_row_per_flavor_and_a_column_per_az():
     assert out[-1] == "Candidates from: view"
 
 
+def test_the_stranded_columns_are_the_classes_the_figures_have():
+    pinned = FlavorCapacity(
+        flavor="pinned.4",
+        total=3,
+        by_az={"az-a": 3},
+        stranded={"PCPU": 6.0, "MEMORY_MB": 2048.0, "CUSTOM_X": 2.0},
+    )
+    out = render.text([FIGURES[0], pinned]).splitlines()
+    # the compute node's three first, in their order, then the others by name
+    assert [cell for cell in out[0].split() if cell != "stranded"][-5:] == [
+        "VCPU", "MEMORY_MB", "DISK_GB", "CUSTOM_X", "PCPU",
+    ]  # fmt: skip
+    assert out[2].split()[-5:] == ["12", "0", "300", "-", "-"]
+    assert out[3].split()[-5:] == ["-", "2,048", "-", "2", "6"]
+    # a flavor alone shows its own classes only
+    head = render.text([pinned]).splitlines()[0]
+    assert "stranded PCPU" in head and "stranded VCPU" not in head
+
+
 def test_the_table_can_have_a_column_per_aggregate():
     head = render.text(FIGURES, by_aggregate=True).splitlines()[0].split()
     assert head[:3] == ["flavor", "total", "ssd"]
