@@ -49,13 +49,16 @@ SECTIONS = {
     "selections": "Selections",
     "reason": "Reason",
 }
+# the document's keys left out of the words: the whole request as it arrived (nova's wire
+# form, for novasched-manage replay; --json prints it)
+HIDDEN = ("spec",)
 # the key that names an item of a list of objects (a filter, a weighed host)
 _TITLE_KEYS = ("host", "name", "filter", "weigher", "instance_uuid", "uuid")
 _AGO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*(?:ago)?\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-class _Failed(Exception):
+class Failed(Exception):
     """The command's one-line error and its exit status."""
 
     def __init__(self, message: str, code: int = 1):
@@ -125,21 +128,23 @@ def add_parsers(subparsers: Any) -> None:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print the decisions of an instance or a request."""
-    return _run(args, lambda store: _show(store, args))
+    return run_with_store(args, lambda store: _show(store, args))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print one line per decision."""
-    return _run(args, lambda store: _list(store, args))
+    return run_with_store(args, lambda store: _list(store, args))
 
 
-def _run(args: argparse.Namespace, command: Callable[[DecisionStore], int]) -> int:
+def run_with_store(args: argparse.Namespace, command: Callable[[DecisionStore], int]) -> int:
+    """Run ``command`` on the scheduler's store (never created here); a ``Failed`` it
+    raises is its one-line message and exit status."""
     url = store_url(CONF)
     try:
         try:
             store = DecisionStore(url, create=False)
         except StoreError as exc:
-            raise _Failed(
+            raise Failed(
                 f"cannot read the decision records at {safe_url(url)}: {exc}. Check "
                 f"{store_option(CONF)}"
             )
@@ -147,7 +152,7 @@ def _run(args: argparse.Namespace, command: Callable[[DecisionStore], int]) -> i
             return command(store)
         finally:
             store.close()
-    except _Failed as exc:
+    except Failed as exc:
         if exc.code == NOT_FOUND and args.json:
             print("[]")
         label = "" if exc.code == NOT_FOUND else "error: "
@@ -165,7 +170,7 @@ def _run(args: argparse.Namespace, command: Callable[[DecisionStore], int]) -> i
 def _show(store: DecisionStore, args: argparse.Namespace) -> int:
     records = store.find(args.key.strip())
     if not records:
-        raise _Failed(f"no decision recorded for instance or request {args.key}", NOT_FOUND)
+        raise Failed(f"no decision recorded for instance or request {args.key}", NOT_FOUND)
     if args.json:
         print(json.dumps([r.as_dict() for r in records], indent=2))
     else:
@@ -175,10 +180,10 @@ def _show(store: DecisionStore, args: argparse.Namespace) -> int:
 
 def _list(store: DecisionStore, args: argparse.Namespace) -> int:
     if args.since and args.until and args.since > args.until:
-        raise _Failed("--since is after --until")
+        raise Failed("--since is after --until")
     records = store.list(host=args.host, since=args.since, until=args.until, limit=args.limit)
     if not records:
-        raise _Failed(f"no decision recorded{_described(args)}", NOT_FOUND)
+        raise Failed(f"no decision recorded{_described(args)}", NOT_FOUND)
     if args.json:
         print(json.dumps([r.as_dict() for r in records], indent=2))
         return 0
@@ -227,7 +232,9 @@ def render_record(rec: DecisionRecord) -> str:
         f"  hosts:      {', '.join(str(h) for h in rec.hosts) or '-'}",
     ]
     doc = rec.document
-    keys = [k for k in SECTIONS if k in doc] + [k for k in doc if k not in SECTIONS]
+    keys = [k for k in SECTIONS if k in doc] + [
+        k for k in doc if k not in SECTIONS and k not in HIDDEN
+    ]
     for key in keys:
         title = SECTIONS.get(key) or str(key).replace("_", " ").capitalize()
         lines += render_value(title, doc[key], 2)

@@ -1,5 +1,5 @@
 """novasched-manage: database schema, cells, synthetic fleets, host listing, explain,
-capacity, the decision records, the demo, and the readiness check.
+capacity, the decision records and their replay, the demo, and the readiness check.
 
     novasched-manage --config-file nova.conf db sync [--api-only]
     novasched-manage --config-file nova.conf cell create --name cell1 --database-connection URL
@@ -15,6 +15,8 @@ capacity, the decision records, the demo, and the readiness check.
     novasched-manage --config-file nova.conf decision show INSTANCE_UUID|REQUEST_ID [--json]
     novasched-manage --config-file nova.conf decision list [--host H] [--since T] [--until T]
         [--limit N] [--json]
+    novasched-manage --config-file nova.conf replay --config-file NEW.conf --from-records
+        [--since T] [--until T]
     novasched-manage --config-file nova.conf check [--placement-config-file PATH]
         [--placement-workers N] [--json]
     novasched-manage demo [...]
@@ -47,6 +49,7 @@ from scheduler.cmd import (
     decisions,
     hide_eventlet_deprecation,
     positive_int,
+    replay,
     select_service_backend,
 )
 from scheduler.cmd import text_table as _table
@@ -555,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="log debug output and show tracebacks")
     sub = p.add_subparsers(
         dest="category",
-        metavar="{db,cell,fleet,host,explain,capacity,decision,check,demo}",
+        metavar="{db,cell,fleet,host,explain,capacity,decision,replay,check,demo}",
         parser_class=_Parser,
     )
     sub.required = True
@@ -703,6 +706,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk.set_defaults(func=cmd_check)
 
     decisions.add_parsers(sub)
+    replay.add_parsers(sub)
 
     demo = sub.add_parser("demo", help="run the self-contained demo (arguments go to it)")
     demo.set_defaults(func=cmd_demo, demo_args=[])
@@ -715,6 +719,9 @@ def _parse_config(args: argparse.Namespace) -> None:
         oslo_args += ["--config-file", f]
     for d in args.config_dir or []:
         oslo_args += ["--config-dir", d]
+    # replay's own --config-file: the configuration to try, read last so that it wins
+    for f in getattr(args, "replay_config_files", None) or []:
+        oslo_args += ["--config-file", f]
     _register_database_opts()
     try:
         CONF(oslo_args, project="nova", validate_default_values=True)

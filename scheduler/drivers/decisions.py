@@ -18,7 +18,8 @@ from scheduler.request import SchedulingRequest
 from weighers import Same
 from weighers.handler import normalized_value, raw_values
 
-DOCUMENT_VERSION = 1
+# 2: the request as it arrived (``spec``), when the driver was given an encoder
+DOCUMENT_VERSION = 2
 # the instances of a multi-create whose weighed hosts are kept (the first ones)
 MAX_WEIGHED_INSTANCES = 10
 
@@ -90,8 +91,12 @@ def decision_record(
     instance_uuids: list[str] | None,
     result: list[list[Any]] | None,
     error: BaseException | None,
+    *,
+    spec: dict[str, Any] | None = None,
 ) -> DecisionRecord:
-    """The record of one call: ``result`` its selections, or ``error`` what it raised."""
+    """The record of one call: ``result`` its selections, or ``error`` what it raised;
+    ``spec`` the request as it arrived, in the JSON form a replay decodes (nova's wire
+    form)."""
     trace = req.trace
     if error is None:
         outcome = SCHEDULED
@@ -143,6 +148,8 @@ def decision_record(
         },
         "timings_ms": {k: round(v * 1000, 3) for k, v in trace.all_timings().items()},
     }
+    if spec is not None:
+        document["spec"] = spec
     if error is not None:
         document["reason"] = getattr(error, "reason", None) or str(error) or type(error).__name__
     return DecisionRecord(

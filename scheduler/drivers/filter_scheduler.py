@@ -94,6 +94,10 @@ class FilterScheduler:
     # Takes each call's decision record (scheduler.records.DecisionRecorder, set by the
     # service from [decision_records]); None: nothing is recorded.
     recorder: Any = None
+    # Turns the request as it arrived into the JSON form the record keeps for a replay
+    # (the service sets nova's wire form, ``scheduler.rpc.wire.request_spec_to_primitive``);
+    # None: the record keeps the request's summary only.
+    spec_encoder: Callable[[RequestSpec], dict[str, Any]] | None = None
 
     def __init__(
         self,
@@ -304,7 +308,10 @@ class FilterScheduler:
         its own after the reply (``relaxations``; at most ``_RELAX_PENDING`` at a time: past
         that the record says it was skipped)."""
         try:
-            rec = decisions.decision_record(req, instance_uuids, result, error)
+            encoder = self.spec_encoder
+            rec = decisions.decision_record(
+                req, instance_uuids, result, error, spec=encoder(spec) if encoder else None
+            )
             if not (isinstance(error, NoValidHost) and error.cause == "filters"):
                 self.recorder.record(rec)
             elif self._relax_slots.acquire(blocking=False):

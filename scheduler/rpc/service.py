@@ -28,6 +28,7 @@ from scheduler.conf import CONF, NOVA_DRIVER_CLASS_PATHS
 from scheduler.records import recorder_from_conf
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc.manager import BaseAPI, SchedulerManager
+from scheduler.rpc.wire import request_spec_to_primitive
 from scheduler.telemetry import gmr, metrics
 from scheduler.telemetry.exporter import Exporter, exporter_from_conf
 from scheduler.telemetry.monitor import WorkerMonitor
@@ -144,6 +145,8 @@ class SchedulerService:
             # each worker records its own decisions, written by a thread of its own
             self._recorder = recorder_from_conf(self.conf)
             self.driver.recorder = self._recorder
+            # the whole request as nova sent it: what novasched-manage replay re-runs
+            self.driver.spec_encoder = request_spec_to_primitive
         if self._transport is None:
             self._transport = sched_rpc.get_transport(self.conf)
         self._notifier_transport = sched_rpc.get_notification_transport(self.conf)

@@ -183,6 +183,17 @@ RULES: dict[str, tuple[str, ...]] = {
         *_TELEMETRY_SERVICE,
         *_TOP,
     ),
+    # the replay runs the driver object it is given on the fleet it holds, with the records
+    # the command decoded
+    "scheduler.replay": (
+        "scheduler.drivers",
+        "scheduler.rpc",
+        "scheduler.explain",
+        "scheduler.capacity",
+        *_TELEMETRY_SERVICE,
+        *_TOP,
+        "db",
+    ),
     # the RPC edge reaches the driver through the object the service loads
     "scheduler.rpc": (
         *_TOP,

@@ -1,0 +1,254 @@
+"""``novasched-manage replay``: what the recorded decisions would have been with another
+configuration (``scheduler/replay``; docs/operations.md, "What-if replay").
+
+    novasched-manage --config-file nova.conf replay --config-file NEW.conf --from-records
+        [--since T] [--until T] [--limit N] [--show N] [--json]
+
+The ``--config-file`` after ``replay`` is read after the others, so that it overrides them:
+a whole copy of nova.conf, or only the options to try (``[filter_scheduler]
+ram_weight_multiplier = -1.0``). The replay runs on today's fleet, read once through the
+host manager (the cells) and the provider view's feed (Placement's database, else its API),
+from which the recorded instances are taken out first; it claims nothing and writes nothing.
+Exit status: 0 replayed, 2 no record to replay, 1 an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from scheduler.cmd import positive_int, text_table
+from scheduler.cmd.decisions import NOT_FOUND, Failed, parse_time, run_with_store
+from scheduler.conf import CONF
+from scheduler.exceptions import ConfigurationError
+from scheduler.records import SCHEDULED, DecisionStore
+
+# recorded calls read at most (the newest ones)
+LIMIT = 10_000
+# changed decisions listed in words
+SHOW = 20
+
+
+def add_parsers(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "replay",
+        help="re-run recorded requests on today's fleet with another configuration, claiming "
+        "nothing, and say which decisions would change",
+    )
+    p.add_argument(
+        "--config-file",
+        dest="replay_config_files",
+        action="append",
+        metavar="NEW.conf",
+        help="the configuration to try: read after the others, so its options win (repeatable)",
+    )
+    p.add_argument(
+        "--from-records",
+        action="store_true",
+        required=True,
+        help="replay the decision records ([decision_records]) of the scheduler",
+    )
+    p.add_argument(
+        "--since", type=parse_time, metavar="T", help="recorded at or after T (ISO 8601 UTC, or 2h)"
+    )
+    p.add_argument("--until", type=parse_time, metavar="T", help="recorded at or before T")
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        default=LIMIT,
+        metavar="N",
+        help=f"at most the newest N records (default {LIMIT:,})",
+    )
+    p.add_argument(
+        "--show",
+        type=positive_int,
+        default=SHOW,
+        metavar="N",
+        help=f"list at most N changed decisions (default {SHOW})",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay the recorded decisions with the configuration given."""
+    return run_with_store(args, lambda store: _replay(store, args))
+
+
+def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
+    from scheduler.replay import Recorded, replay
+    from scheduler.rpc.wire import request_spec_from_primitive
+
+    if args.since and args.until and args.since > args.until:
+        raise Failed("--since is after --until")
+    records = store.list(since=args.since, until=args.until, limit=args.limit)
+    if not records:
+        raise Failed("no decision recorded to replay", NOT_FOUND)
+    recorded = [Recorded.of(rec, request_spec_from_primitive) for rec in records]
+    with _fleet(recorded) as (fleet, taken):
+        driver = _driver(fleet)
+        try:
+            report = replay(driver, fleet, recorded)
+        finally:
+            driver.stop()
+    report.taken_out = taken
+    if len(records) == args.limit:
+        report.notes.append(
+            f"only the newest {args.limit:,} records were replayed: there may be older ones "
+            "(raise --limit or narrow --since)"
+        )
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(render(report, show=args.show))
+    return 0
+
+
+@contextmanager
+def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any]]:
+    """Today's fleet, read once, with the recorded instances taken out; and what was taken."""
+    from scheduler.hosts.manager import HostManager
+    from scheduler.placement.from_conf import client_from_conf, view_from_conf
+    from scheduler.placement.view import ApiFeed, ProviderView, ViewRefresher
+    from scheduler.replay import ReplayFleet
+
+    try:
+        placement = client_from_conf(CONF)
+        refresher = view_from_conf(CONF, placement)
+        manager = HostManager(CONF)
+    except ConfigurationError as exc:
+        raise Failed(str(exc))
+    if refresher is None:
+        refresher = ViewRefresher(ProviderView(), ApiFeed(placement))
+    try:
+        # every host with its instances: the recorded ones are found on them
+        manager.instance_details = True
+        manager.warm_up()
+        hosts = manager.get_host_states_by_uuids(None)
+        if not refresher.load():
+            raise Failed(
+                f"cannot read Placement's resource providers through the {refresher.feed.name} "
+                f"feed: {refresher.last_error}"
+            )
+        fleet = ReplayFleet(hosts, manager, refresher.view)
+        taken = fleet.take_out(*_recorded_instances(recorded, refresher.view, placement))
+        yield fleet, taken
+    finally:
+        refresher.stop()
+        refresher.feed.close()
+        manager.stop()
+
+
+def _recorded_instances(recorded: list[Any], view: Any, placement: Any) -> tuple[dict, dict]:
+    """Per recorded instance placed: the request that placed it, and its allocations as
+    Placement holds them today (asked only for the consumers the view shows)."""
+    specs: dict[str, Any] = {}
+    for item in recorded:
+        if item.spec is None or item.record.outcome != SCHEDULED:
+            continue
+        for uuid in item.record.instance_uuids:
+            specs[uuid] = item.spec
+    consumers: set[str] = set()
+    for rp in view.uuids():
+        rec = view.record(rp)
+        if rec is not None:
+            consumers |= rec.consumers & specs.keys()
+    allocations = {}
+    for uuid in consumers:
+        try:
+            held = placement.get_allocations_for_consumer(uuid)
+        except Exception as exc:
+            raise Failed(f"cannot read the allocations of instance {uuid} from Placement: {exc}")
+        allocations[uuid] = held.get("allocations") or {}
+    return specs, allocations
+
+
+def _driver(fleet: Any) -> Any:
+    from scheduler.drivers.filter_scheduler import FilterScheduler
+
+    try:
+        return FilterScheduler(placement=fleet.placement, host_manager=fleet, view=False, conf=CONF)
+    except ConfigurationError as exc:
+        raise Failed(f"the configuration to replay with is not usable: {exc}")
+
+
+# ------------------------------------------------------------------------------ words
+
+
+def render(report: Any, show: int = SHOW) -> str:
+    """The replay report in words: the counts, the two fleets side by side, the changed
+    decisions (the first ``show``), the skipped ones and the notes."""
+    counts = report.counts()
+    lines = [
+        f"Replayed {counts['replayed']} of {counts['records']} recorded decision(s) in "
+        f"{report.elapsed:.1f} s ({counts['skipped']} skipped): {counts['unchanged']} "
+        f"unchanged, {counts['changed']} changed",
+        f"  instances on another host: {counts['instances_moved']}; fit now but did not: "
+        f"{counts['now_fit']}; fitted but would not: {counts['no_longer_fit']}",
+    ]
+    taken = report.taken_out
+    if taken is not None:
+        lines.append(
+            f"  taken out of today's fleet first: {taken.instances} recorded instance(s) from "
+            f"their hosts, {taken.allocations} from Placement"
+        )
+        if taken.held_numa_pci:
+            lines.append(
+                f"  {taken.held_numa_pci} of them hold NUMA cells or PCI devices their hosts "
+                "keep counting (which ones is the compute node's to say)"
+            )
+    before, after = report.before, report.after
+    lines += ["", _spread_table(before, after)]
+    changed = report.changed
+    if changed:
+        lines += ["", f"Changed decisions ({min(show, len(changed))} of {len(changed)}):"]
+        for call in changed[:show]:
+            lines += _changed_lines(call)
+    skipped = [c for c in report.calls if c.skipped]
+    if skipped:
+        reasons: dict[str, int] = {}
+        for call in skipped:
+            reasons[call.skipped] = reasons.get(call.skipped, 0) + 1
+        lines += ["", "Skipped:"]
+        lines += [f"  {n} x {why}" for why, n in sorted(reasons.items(), key=lambda i: -i[1])]
+    if report.notes:
+        lines += ["", "Notes:"] + [f"  {note}" for note in report.notes]
+    return "\n".join(lines)
+
+
+def _spread_table(before: Any, after: Any) -> str:
+    def pct(values: dict[int, float]) -> str:
+        return " / ".join(f"{values[p]:.1f}" for p in sorted(values)) if values else "-"
+
+    rows = [
+        ["instances placed", before.placed, after.placed],
+        ["hosts used", before.hosts_used, after.hosts_used],
+        [
+            "instances per host used (mean, max)",
+            f"{before.mean_per_host:.2f}, {before.max_per_host}",
+            f"{after.mean_per_host:.2f}, {after.max_per_host}",
+        ],
+        [
+            f"hosts without an instance (of {after.hosts})",
+            before.empty_hosts,
+            after.empty_hosts,
+        ],
+        ["RAM used % (p50 / p90 / max)", pct(before.ram_used_pct), pct(after.ram_used_pct)],
+        ["vCPU used % (p50 / p90 / max)", pct(before.vcpu_used_pct), pct(after.vcpu_used_pct)],
+    ]
+    return text_table(["", "recorded", "replayed"], rows)
+
+
+def _changed_lines(call: Any) -> list[str]:
+    head = f"  {call.created_at} {call.request_id or '-'}"
+    if call.outcome != call.recorded_outcome:
+        after = call.outcome + (f" ({call.reason})" if call.reason else "")
+        return [f"{head}: {call.recorded_outcome} -> {after}"]
+    lines = [head + ":"]
+    for uuid, old, new in zip(call.instance_uuids, call.recorded, call.replayed, strict=False):
+        if old != new:
+            lines.append(f"    {uuid}: {old or '-'} -> {new or '-'}")
+    return lines

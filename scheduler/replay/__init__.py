@@ -1,0 +1,23 @@
+"""What-if replay: recorded requests re-run on a private copy of today's fleet with another
+configuration, claiming nothing (``novasched-manage replay``; docs/operations.md,
+"What-if replay").
+
+``fleet`` holds the private hosts and providers with the recorded instances taken out;
+``run`` replays and compares; ``render`` says it in words.
+"""
+
+from scheduler.replay.fleet import NotReplayable, ReplayFleet, ReplayPlacement, TakenOut
+from scheduler.replay.run import Recorded, Replayed, ReplayReport, Spread, replay, spread
+
+__all__ = [
+    "NotReplayable",
+    "Recorded",
+    "ReplayFleet",
+    "ReplayPlacement",
+    "ReplayReport",
+    "Replayed",
+    "Spread",
+    "TakenOut",
+    "replay",
+    "spread",
+]

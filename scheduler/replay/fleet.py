@@ -1,0 +1,297 @@
+"""The fleet a replay runs on: today's hosts and providers, private to the replay, with the
+recorded instances taken out.
+
+A replay must not see the instances it is about to place again: they sit on today's hosts
+and in Placement's usage, and a request replayed on top of them would find the fleet fuller
+than it was. ``ReplayFleet`` therefore holds
+
+- **the hosts**: a private copy of every HostState the host manager read (a copy consumes
+  nothing on the manager's), from which each recorded instance still listed on a host is
+  taken out: its flavor's RAM, disk and vCPUs are given back and it leaves the host's
+  instance list. A NUMA cell's or a PCI device's use cannot be taken back from what the
+  compute node reports (which cell and which device it holds is the compute's), so such an
+  instance is counted in ``held_numa_pci`` and its host keeps that use;
+- **the providers**: a ProviderView loaded once by a feed (Placement's database or API),
+  never refreshed, from which each recorded instance's allocations (``GET
+  /allocations/{uuid}``, as Placement holds them today) are subtracted.
+
+It is the host source (``scheduler.drivers.host_source.HostSource``) and, through
+``placement``, the Placement of the driver the replay runs: what the replay places is
+consumed on the copies and claimed in the private view, so that each request sees the ones
+replayed before it, and nothing reaches Placement or the cells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scheduler.hosts.state import HostState
+from scheduler.objects import Aggregate, Flavor, RequestSpec
+from scheduler.placement.api import AllocationCandidates, PlacementClientError
+from scheduler.placement.view import ProviderRecord, ProviderView
+
+LOG = logging.getLogger(__name__)
+
+
+class NotReplayable(PlacementClientError):
+    """The private provider view cannot answer a request's query as Placement would
+    (granular groups, nested or sharing providers): the request is not replayed."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"the replay cannot answer this query: {reason}")
+        self.reason = reason
+
+
+class ReplayPlacement:
+    """Placement as the replay's private view holds it: candidates from the view (every
+    one: no sample), claims counted in the view, nothing sent anywhere."""
+
+    def __init__(self, view: ProviderView):
+        self.view = view
+        self.claims: dict[str, dict[str, Any]] = {}  # consumer -> its allocations
+
+    def get_allocation_candidates(
+        self,
+        query: Any,
+        request_id: str | None = None,
+        *,
+        coalesce: bool = True,
+        not_before: float | None = None,
+    ) -> AllocationCandidates:
+        if getattr(query, "limit", None) is not None:
+            # Placement samples at random past the limit; the replay looks at every host
+            query = dataclasses.replace(query, limit=None)
+        answer = self.view.candidates(query)
+        if answer.candidates is None:
+            raise NotReplayable(answer.reason)
+        return answer.candidates
+
+    def claim_resources(
+        self,
+        consumer_uuid: str,
+        alloc_request: dict[str, Any],
+        project_id: str,
+        user_id: str,
+        *,
+        consumer_generation: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        allocations = alloc_request.get("allocations") or {}
+        self.claims[consumer_uuid] = allocations
+        self.view.assume(consumer_uuid, allocations)
+
+    def delete_allocation_for_instance(
+        self, consumer_uuid: str, request_id: str | None = None
+    ) -> bool:
+        if self.claims.pop(consumer_uuid, None) is None:
+            return False
+        self.view.forget(consumer_uuid)
+        return True
+
+    def get_allocations_for_consumer(
+        self, consumer_uuid: str, request_id: str | None = None
+    ) -> dict[str, Any]:
+        held = self.claims.get(consumer_uuid) or {}
+        return {"allocations": {rp: dict(body) for rp, body in held.items()}}
+
+    def get_aggregates(self, uuid: str, request_id: str | None = None) -> list[str]:
+        record = self.view.record(uuid)
+        return sorted(record.aggregates) if record is not None else []
+
+
+@dataclasses.dataclass(slots=True)
+class TakenOut:
+    """What taking the recorded instances out of today's fleet did."""
+
+    instances: int = 0  # recorded instances found on a host and taken out
+    allocations: int = 0  # recorded instances whose Placement allocations were subtracted
+    held_numa_pci: int = 0  # taken out, but their host keeps their NUMA cell / PCI use
+
+
+class ReplayFleet:
+    """Private copies of the hosts and providers (see the module docstring). ``hosts``: the
+    host manager's HostStates, with their instance lists; ``source``: the host manager,
+    asked for aggregates and the compute services' version; ``view``: a loaded
+    ProviderView the fleet owns from now on."""
+
+    instance_tracker: Any = None
+    instance_details = False
+
+    def __init__(self, hosts: Iterable[HostState], source: Any, view: ProviderView):
+        self._hosts = {hs.uuid: hs.detached_copy() for hs in hosts if hs.uuid}
+        self._source = source
+        self.view = view
+        view.max_age = float("inf")  # never refreshed: always the replay's truth
+        self.placement = ReplayPlacement(view)
+        self._building: list[HostState] = []  # hosts the last request consumed on
+
+    @property
+    def hosts(self) -> list[HostState]:
+        return list(self._hosts.values())
+
+    def copy_hosts(self) -> dict[str, HostState]:
+        """Another private copy of the hosts as they are now (the recorded decisions are
+        laid on one to compare the replay with)."""
+        return {uuid: hs.detached_copy() for uuid, hs in self._hosts.items()}
+
+    # -- taking the recorded instances out -------------------------------------------------------
+    def take_out(
+        self, flavors: Mapping[str, RequestSpec], allocations: Mapping[str, Mapping[str, Any]]
+    ) -> TakenOut:
+        """Take the recorded instances out: ``flavors`` maps each instance uuid to the
+        request it was placed by, ``allocations`` each to what Placement holds for it today
+        (``{rp: {"resources": {rc: n}}}``; missing or empty: nothing held)."""
+        done = TakenOut()
+        for hs in self._hosts.values():
+            here = [u for u in (hs.instances or ()) if u in flavors]
+            for uuid in here:
+                spec = flavors[uuid]
+                _give_back(hs, spec.flavor)
+                hs.instances.pop(uuid, None)
+                done.instances += 1
+                if (hs.numa_topology is not None and spec.numa_topology is not None) or (
+                    hs.pci_stats and spec.pci_requests
+                ):
+                    done.held_numa_pci += 1
+        by_provider: dict[str, dict[str, int]] = {}
+        gone: dict[str, set[str]] = {}
+        for uuid, held in allocations.items():
+            if not held:
+                continue
+            done.allocations += 1
+            for rp, body in held.items():
+                used = by_provider.setdefault(rp, {})
+                for rc, n in (body.get("resources") or {}).items():
+                    used[rc] = used.get(rc, 0) + int(n)
+                gone.setdefault(rp, set()).add(uuid)
+        records = []
+        for rp, freed in by_provider.items():
+            rec = self.view.record(rp)
+            if rec is None:
+                continue
+            records.append(_without(rec, freed, gone[rp]))
+        if records:
+            self.view.apply(records, (), self.view.now())
+        return done
+
+    # -- the host source -------------------------------------------------------------------------
+    def get_host_states_by_uuids(
+        self,
+        compute_uuids: Iterable[str] | None,
+        spec: RequestSpec | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> list[HostState]:
+        if compute_uuids is None:
+            found = list(self._hosts.values())
+        else:
+            get = self._hosts.get
+            found = [hs for hs in map(get, dict.fromkeys(compute_uuids)) if hs is not None]
+        cell = _requested_cell(spec)
+        return found if cell is None else [hs for hs in found if hs.cell_uuid == cell]
+
+    def compute_nodes_by_host_or_node(
+        self, host: str | None, node: str | None, spec: RequestSpec | None = None
+    ) -> list[HostState]:
+        return [
+            hs
+            for hs in self.get_host_states_by_uuids(None, spec)
+            if (host is None or hs.host == host) and (node is None or hs.nodename == node)
+        ]
+
+    def host_states_for(self, host: str, node: str | None = None) -> list[HostState]:
+        return self.compute_nodes_by_host_or_node(host, node)
+
+    def prefetch(
+        self, spec: RequestSpec | None = None, *, aggregates: bool = True, cells: bool = True
+    ) -> None:
+        """Nothing to read: the fleet was read once."""
+
+    def aggregates_by_metadata(
+        self, key: str | None = None, value: str | None = None, key_prefix: str | None = None
+    ) -> list[Aggregate]:
+        return self._source.aggregates_by_metadata(key, value, key_prefix)
+
+    def sync_aggregates(self, not_before: float | None = None) -> None:
+        """Today's aggregates, as read once."""
+
+    def update_aggregates(self, aggregates: list[Aggregate]) -> None:
+        """A replay takes no cast."""
+
+    def delete_aggregate(self, aggregate: Aggregate) -> None:
+        """A replay takes no cast."""
+
+    def minimum_compute_version(self) -> int | None:
+        return self._source.minimum_compute_version()
+
+    def track_consumption(self, hs: HostState, key: str) -> None:
+        """A replayed instance is on its host for the requests replayed after it (the
+        affinity filters and the same/different host hints read the host's instances)."""
+        if hs.instances is None:
+            hs.instances = {}
+        hs.instances.setdefault(key, None)
+        self._building.append(hs)
+
+    def settle(self) -> None:
+        """Between two requests: the instances the last one placed are built. nova counts
+        an I/O operation on a host while an instance builds there, until the compute's next
+        report; recorded requests seconds or hours apart each saw those reports, so the
+        replay clears what it counted before the next request."""
+        settle(self._building)
+        self._building = []
+
+    def release_consumer(self, consumer: str, compute_uuid: str) -> None:
+        """Nothing else consumes on the copies."""
+
+    def release_deleted_instance(self, host: str, instance_uuid: str) -> int:
+        return 0
+
+    def release_moved_instances(self, host: str, instance_uuids: Iterable[str]) -> int:
+        return 0
+
+    def release_unlisted_instances(self, host: str, instance_uuids: Iterable[str]) -> int:
+        return 0
+
+    def warm_up(self) -> int:
+        return len(self._hosts)
+
+    def start_refresher(self) -> None:
+        """Never refreshed."""
+
+    def status(self) -> list[dict[str, Any]]:
+        return [{"replay": True, "hosts": len(self._hosts)}]
+
+    def reset(self) -> None:
+        """Nothing cached to reload."""
+
+    def stop(self) -> None:
+        """Nothing running."""
+
+
+def settle(hosts: Iterable[HostState]) -> None:
+    """Each instance consumed on ``hosts`` (a host once per instance) built: the I/O
+    operation nova counted for it is over."""
+    for hs in hosts:
+        hs.num_io_ops = max(0, (hs.num_io_ops or 0) - 1)
+
+
+def _give_back(hs: HostState, flavor: Flavor) -> None:
+    """The inverse of what ``HostState.consume_from_request`` counts for the flavor's RAM,
+    disk, vCPUs and instance count (on a private copy)."""
+    hs.free_ram_mb += flavor.memory_mb or 0
+    hs.free_disk_mb += ((flavor.root_gb or 0) + (flavor.ephemeral_gb or 0)) * 1024
+    hs.vcpus_used = max(0, (hs.vcpus_used or 0) - (flavor.vcpus or 0))
+    hs.num_instances = max(0, (hs.num_instances or 0) - 1)
+
+
+def _without(rec: ProviderRecord, freed: Mapping[str, int], consumers: set[str]) -> ProviderRecord:
+    used = {rc: max(0, n - freed.get(rc, 0)) for rc, n in rec.used.items()}
+    return dataclasses.replace(rec, used=used, consumers=rec.consumers - consumers)
+
+
+def _requested_cell(spec: RequestSpec | None) -> str | None:
+    dest = getattr(spec, "requested_destination", None)
+    return dest.cell_uuid if dest is not None else None
