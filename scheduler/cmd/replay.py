@@ -20,11 +20,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import sqlalchemy as sa
+
 from scheduler.cmd import positive_int, text_table
 from scheduler.cmd.decisions import NOT_FOUND, Failed, parse_time, run_with_store
 from scheduler.conf import CONF
 from scheduler.exceptions import ConfigurationError
 from scheduler.records import SCHEDULED, DecisionStore
+from scheduler.records.store import first_line
 
 # recorded calls read at most (the newest ones)
 LIMIT = 10_000
@@ -88,13 +91,15 @@ def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
     if not records:
         raise Failed("no decision recorded to replay", NOT_FOUND)
     recorded = [Recorded.of(rec, request_spec_from_primitive) for rec in records]
-    with _fleet(recorded) as (fleet, taken):
+    with _fleet(recorded) as (fleet, taken, unread):
         driver = _driver(fleet)
         try:
             report = replay(driver, fleet, recorded)
         finally:
             driver.stop()
     report.taken_out = taken
+    for cell in unread:
+        report.notes.append(f"cell {cell} could not be read: its hosts are not in the replay")
     if len(records) == args.limit:
         report.notes.append(
             f"only the newest {args.limit:,} records were replayed: there may be older ones "
@@ -108,8 +113,9 @@ def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any]]:
-    """Today's fleet, read once, with the recorded instances taken out; and what was taken."""
+def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
+    """Today's fleet, read once, with the recorded instances taken out; what was taken; the
+    cells that could not be read (their hosts are not in it)."""
     from scheduler.hosts.manager import HostManager
     from scheduler.placement.from_conf import client_from_conf, view_from_conf
     from scheduler.placement.view import ApiFeed, ProviderView, ViewRefresher
@@ -126,8 +132,12 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any]]:
     try:
         # every host with its instances: the recorded ones are found on them
         manager.instance_details = True
-        manager.warm_up()
-        hosts = manager.get_host_states_by_uuids(None)
+        try:
+            manager.warm_up()
+            hosts = manager.get_host_states_by_uuids(None)
+        except sa.exc.SQLAlchemyError as exc:
+            raise Failed(f"cannot read the cells: {first_line(exc)}")
+        unread = [c["name"] or c["uuid"] for c in manager.status() if c["failing"]]
         if not refresher.load():
             raise Failed(
                 f"cannot read Placement's resource providers through the {refresher.feed.name} "
@@ -135,7 +145,7 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any]]:
             )
         fleet = ReplayFleet(hosts, manager, refresher.view)
         taken = fleet.take_out(*_recorded_instances(recorded, refresher.view, placement))
-        yield fleet, taken
+        yield fleet, taken, unread
     finally:
         refresher.stop()
         refresher.feed.close()

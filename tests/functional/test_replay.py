@@ -93,7 +93,8 @@ def _report_as_compute(cloud: Cloud, host: str, node: str, instance: str) -> Non
         )
 
 
-def _replay(cloud: Cloud, store: str, tmp_path: Path, *extra: str, **opts: Any) -> dict:
+def _nova_conf(cloud: Cloud, store: str, tmp_path: Path) -> Path:
+    """A nova.conf like the service's, for novasched-manage."""
     conf = tmp_path / "nova.conf"
     conf.write_text(
         "[api_database]\n"
@@ -104,6 +105,11 @@ def _replay(cloud: Cloud, store: str, tmp_path: Path, *extra: str, **opts: Any) 
         "[decision_records]\n"
         f"connection = {store}\n"
     )
+    return conf
+
+
+def _replay(cloud: Cloud, store: str, tmp_path: Path, *extra: str, **opts: Any) -> dict:
+    conf = _nova_conf(cloud, store, tmp_path)
     args = [sys.executable, "-m", "scheduler.cmd.manage", "--config-file", str(conf), "replay"]
     if opts:
         new = tmp_path / "new.conf"
@@ -161,6 +167,8 @@ def test_an_unchanged_configuration_reproduces_every_recorded_decision(cloud, bo
 
 
 def test_a_flipped_ram_multiplier_changes_the_decisions_and_says_how(cloud, booted, tmp_path):
+    placement = cloud[0].placement
+    held = {u: placement.get_allocations_for_consumer(u)["allocations"] for u, _ in booted}
     report = _replay(*cloud, tmp_path, ram_weight_multiplier=-1.0)
     counts = report["counts"]
     # spread by free RAM, every boot went to the host with the most; packed, each goes to
@@ -173,11 +181,28 @@ def test_a_flipped_ram_multiplier_changes_the_decisions_and_says_how(cloud, boot
     assert before["placed"] == after["placed"] == BOOTS
     # the host that took them is a smaller one: its RAM is used to a higher percentage
     assert after["ram_used_pct"]["p100"] > before["ram_used_pct"]["p100"]
+    # nothing was claimed: every instance's allocation is where its boot put it
+    assert {u: placement.get_allocations_for_consumer(u)["allocations"] for u in held} == held
+
+
+def test_a_configuration_that_cannot_be_loaded_is_one_line(cloud, booted, tmp_path):
+    conf = _nova_conf(*cloud, tmp_path)
+    new = tmp_path / "new.conf"
+    new.write_text("[filter_scheduler]\nenabled_filters = ComputeFilter,NoSuchFilter\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "scheduler.cmd.manage", "--config-file", str(conf), "replay"]
+        + ["--config-file", str(new), "--from-records"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    (line,) = out.stderr.strip().splitlines()
+    assert "NoSuchFilter" in line and "Traceback" not in out.stderr
 
 
 def test_the_report_in_words(cloud, booted, tmp_path):
-    conf = tmp_path / "nova.conf"
-    _replay(*cloud, tmp_path)  # writes nova.conf
+    conf = _nova_conf(*cloud, tmp_path)
     new = tmp_path / "new.conf"
     new.write_text("[filter_scheduler]\nram_weight_multiplier = -1.0\n")
     out = subprocess.run(
