@@ -356,6 +356,21 @@ class Deployment:
                 raise DeploymentError(f"novasched-manage decision show {key}: {done.stderr}")
             time.sleep(0.5)
 
+    def replay(self, record: dict[str, Any], *extra: str) -> dict[str, Any]:
+        """``novasched-manage replay --from-records --json`` of one recorded decision (by
+        its time) on the deployment's nova.conf, with ``extra`` arguments."""
+        when = record["created_at"]
+        done = subprocess.run(
+            [str(NOVASCHED_MANAGE), "--config-file", str(self.nova_conf), "replay"]
+            + ["--from-records", "--since", when, "--until", when, "--json", *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise DeploymentError(f"novasched-manage replay: {done.stderr}")
+        return json.loads(done.stdout)
+
     def _manage(self, *args: str, conf: Path | None = None, log: str = "nova-manage") -> str:
         cmd = [
             str(self.nova_bin / "nova-manage"),

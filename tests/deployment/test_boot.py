@@ -32,6 +32,12 @@ def test_boot_lands_on_the_host_the_weighers_prefer(deployment: Deployment):
     (record,) = deployment.decisions(server["id"])
     assert record["outcome"] == "scheduled" and record["hosts"] == [expected]
     assert record["document"]["weighed"][0][0]["host"] == expected
+    # replayed on the deployment as it is now, with the same nova.conf: the server is taken
+    # out of its host (as its nova-compute reports it) and of Placement, and lands there again
+    report = deployment.replay(record)
+    assert report["counts"]["replayed"] == 1 and report["counts"]["changed"] == 0, report
+    assert report["taken_out"]["instances"] == report["taken_out"]["allocations"] == 1
+    assert report["calls"][0]["replayed"]["hosts"][0].split("/")[0] == expected
 
 
 def test_multi_create_boots_every_server_of_the_request(deployment: Deployment):
