@@ -358,6 +358,35 @@ instance_system_metadata = sa.Table(
     mysql_charset="utf8",
 )
 
+# what nova keeps of an instance beside its row; novasched reads ``numa_topology`` (the
+# NUMA cells and pinned CPUs the compute gave it: a replay takes them back from its host)
+instance_extra = sa.Table(
+    "instance_extra",
+    CELL_METADATA,
+    *_timestamps(),
+    *_soft_delete(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("instance_uuid", sa.String(36), sa.ForeignKey("instances.uuid"), nullable=False),
+    *(
+        sa.Column(name, sa.Text)
+        for name in (
+            "device_metadata",
+            "numa_topology",
+            "pci_requests",
+            "flavor",
+            "vcpu_model",
+            "migration_context",
+            "keypairs",
+            "trusted_certs",
+            "vpmems",
+            "resources",
+        )
+    ),
+    sa.Index("instance_extra_idx", "instance_uuid"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8",
+)
+
 __all__ = [
     "API_METADATA",
     "CELL_METADATA",
@@ -369,6 +398,7 @@ __all__ = [
     "host_mappings",
     "instance_group_member",
     "instance_group_policy",
+    "instance_extra",
     "instance_groups",
     "instance_system_metadata",
     "instances",

@@ -394,6 +394,7 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "services": ServiceRow._fields,
     "instances": ("uuid", "host", "instance_type_id", "deleted"),
     "instance_system_metadata": ("instance_uuid", "key", "value", "deleted"),
+    "instance_extra": ("instance_uuid", "numa_topology", "deleted"),
 }
 
 _CN_COLS = [_CN.c[name] for name in ComputeNodeRow._fields]
@@ -671,6 +672,25 @@ def get_instance_details_by_host(
                 for uuid, key, value in meta:
                     by_uuid[uuid]["image_properties"][key[len("image_") :]] = value
     return dict(out)
+
+
+def get_instance_numa_topologies(cell_engine: Engine, uuids: list[str]) -> dict[str, str]:
+    """``{instance uuid: instance_extra.numa_topology}`` of the live instances among
+    ``uuids`` that have a NUMA topology (the InstanceNUMATopology primitive nova-compute
+    stored: the host cells, CPUs pinned and pages each guest node got)."""
+    extra = models.instance_extra
+    out: dict[str, str] = {}
+    with cell_engine.connect() as conn:
+        for chunk in chunked(list(uuids)):
+            rows = conn.execute(
+                sa.select(extra.c.instance_uuid, extra.c.numa_topology).where(
+                    extra.c.deleted == 0,
+                    extra.c.instance_uuid.in_(chunk),
+                    extra.c.numa_topology.is_not(None),
+                )
+            )
+            out.update((uuid, text) for uuid, text in rows if text)
+    return out
 
 
 def get_minimum_service_version(cell_engine: Engine, binary: str = "nova-compute") -> int | None:

@@ -48,7 +48,13 @@ TABLES = {
         "instance_group_policy",
         "instance_groups",
     ],
-    "cell": ["compute_nodes", "instance_system_metadata", "instances", "services"],
+    "cell": [
+        "compute_nodes",
+        "instance_extra",
+        "instance_system_metadata",
+        "instances",
+        "services",
+    ],
 }
 NOVA_DATABASE = {"api": "api", "cell": "main"}
 MODELS = {"api": api_models, "cell": main_models}

@@ -144,7 +144,8 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
                 f"feed: {refresher.last_error}"
             )
         fleet = ReplayFleet(hosts, manager, refresher.view)
-        taken = fleet.take_out(*_recorded_instances(recorded, refresher.view, placement))
+        specs, allocations = _recorded_instances(recorded, refresher.view, placement)
+        taken = fleet.take_out(specs, allocations, _numa_topologies(manager, hosts, specs))
         yield fleet, taken, unread
     finally:
         refresher.stop()
@@ -176,6 +177,32 @@ def _recorded_instances(recorded: list[Any], view: Any, placement: Any) -> tuple
     return specs, allocations
 
 
+def _numa_topologies(manager: Any, hosts: list[Any], specs: dict[str, Any]) -> dict[str, str]:
+    """The NUMA topologies nova-compute stored for the recorded instances listed on a NUMA
+    host (``instance_extra``), read from their cells."""
+    import db
+
+    wanted: dict[str, list[str]] = {}
+    for hs in hosts:
+        if hs.numa_topology is None:
+            continue
+        here = [u for u in (hs.instances or ()) if u in specs]
+        if here:
+            wanted.setdefault(hs.cell_uuid, []).extend(here)
+    out: dict[str, str] = {}
+    for cell_uuid, uuids in wanted.items():
+        cell = manager.enabled_cells.get(cell_uuid)
+        if cell is None:
+            continue
+        try:
+            out.update(
+                db.get_instance_numa_topologies(db.get_engine(cell.database_connection), uuids)
+            )
+        except sa.exc.SQLAlchemyError as exc:
+            raise Failed(f"cannot read the instances of cell {cell.name}: {first_line(exc)}")
+    return out
+
+
 def _driver(fleet: Any) -> Any:
     from scheduler.drivers.filter_scheduler import FilterScheduler
 
@@ -205,10 +232,14 @@ def render(report: Any, show: int = SHOW) -> str:
             f"  taken out of today's fleet first: {taken.instances} recorded instance(s) from "
             f"their hosts, {taken.allocations} from Placement"
         )
+        if taken.numa:
+            lines.append(
+                f"  {taken.numa} of them given back their NUMA cells, pinned CPUs and pages"
+            )
         if taken.held_numa_pci:
             lines.append(
-                f"  {taken.held_numa_pci} of them hold NUMA cells or PCI devices their hosts "
-                "keep counting (which ones is the compute node's to say)"
+                f"  {taken.held_numa_pci} of them hold PCI devices (or NUMA cells not found in "
+                "the cell) their hosts keep counting"
             )
     before, after = report.before, report.after
     lines += ["", _spread_table(before, after)]

@@ -7,10 +7,12 @@ than it was. ``ReplayFleet`` therefore holds
 
 - **the hosts**: a private copy of every HostState the host manager read (a copy consumes
   nothing on the manager's), from which each recorded instance still listed on a host is
-  taken out: its flavor's RAM, disk and vCPUs are given back and it leaves the host's
-  instance list. A NUMA cell's or a PCI device's use cannot be taken back from what the
-  compute node reports (which cell and which device it holds is the compute's), so such an
-  instance is counted in ``held_numa_pci`` and its host keeps that use;
+  taken out: its flavor's RAM, disk and vCPUs are given back, it leaves the host's instance
+  list, and the NUMA cells' use its compute stored for it (``instance_extra.numa_topology``:
+  the cells, pinned CPUs and pages it got) is taken back from the host's NUMA topology. The
+  PCI devices it holds are not (which pool a device came from is the compute's to say), so
+  such an instance, and a NUMA one whose topology was not found, is counted in
+  ``held_numa_pci`` and its host keeps that use;
 - **the providers**: a ProviderView loaded once by a feed (Placement's database or API),
   never refreshed, from which each recorded instance's allocations (``GET
   /allocations/{uuid}``, as Placement holds them today) are subtracted.
@@ -32,6 +34,7 @@ from scheduler.hosts.state import HostState
 from scheduler.objects import Aggregate, Flavor, RequestSpec
 from scheduler.placement.api import AllocationCandidates, PlacementClientError
 from scheduler.placement.view import ProviderRecord, ProviderView
+from scheduler.resources import numa
 
 LOG = logging.getLogger(__name__)
 
@@ -108,6 +111,7 @@ class TakenOut:
 
     instances: int = 0  # recorded instances found on a host and taken out
     allocations: int = 0  # recorded instances whose Placement allocations were subtracted
+    numa: int = 0  # taken out of their host's NUMA cells
     held_numa_pci: int = 0  # taken out, but their host keeps their NUMA cell / PCI use
 
 
@@ -139,12 +143,17 @@ class ReplayFleet:
 
     # -- taking the recorded instances out -------------------------------------------------------
     def take_out(
-        self, flavors: Mapping[str, RequestSpec], allocations: Mapping[str, Mapping[str, Any]]
+        self,
+        flavors: Mapping[str, RequestSpec],
+        allocations: Mapping[str, Mapping[str, Any]],
+        numa_topologies: Mapping[str, Any] | None = None,
     ) -> TakenOut:
         """Take the recorded instances out: ``flavors`` maps each instance uuid to the
         request it was placed by, ``allocations`` each to what Placement holds for it today
-        (``{rp: {"resources": {rc: n}}}``; missing or empty: nothing held)."""
+        (``{rp: {"resources": {rc: n}}}``; missing or empty: nothing held),
+        ``numa_topologies`` each to the NUMA topology its compute stored for it."""
         done = TakenOut()
+        stored = numa_topologies or {}
         for hs in self._hosts.values():
             here = [u for u in (hs.instances or ()) if u in flavors]
             for uuid in here:
@@ -152,10 +161,14 @@ class ReplayFleet:
                 _give_back(hs, spec.flavor)
                 hs.instances.pop(uuid, None)
                 done.instances += 1
-                if (hs.numa_topology is not None and spec.numa_topology is not None) or (
-                    hs.pci_stats and spec.pci_requests
-                ):
-                    done.held_numa_pci += 1
+                held = bool(hs.pci_stats and spec.pci_requests)
+                if hs.numa_topology is not None and uuid in stored:
+                    fitted = numa.fitted_cells_of_instance(stored[uuid])
+                    hs.numa_topology = numa.host_topology_without_usage(hs.numa_topology, fitted)
+                    done.numa += 1
+                elif hs.numa_topology is not None and _asks_numa(spec):
+                    held = True
+                done.held_numa_pci += held
         by_provider: dict[str, dict[str, int]] = {}
         gone: dict[str, set[str]] = {}
         for uuid, held in allocations.items():
@@ -285,6 +298,13 @@ def _give_back(hs: HostState, flavor: Flavor) -> None:
     hs.free_disk_mb += ((flavor.root_gb or 0) + (flavor.ephemeral_gb or 0)) * 1024
     hs.vcpus_used = max(0, (hs.vcpus_used or 0) - (flavor.vcpus or 0))
     hs.num_instances = max(0, (hs.num_instances or 0) - 1)
+
+
+def _asks_numa(spec: RequestSpec) -> bool:
+    try:
+        return numa.requested_instance_topology(spec) is not None
+    except Exception:  # a request the NUMA maths refuses asked for a topology all the same
+        return True
 
 
 def _without(rec: ProviderRecord, freed: Mapping[str, int], consumers: set[str]) -> ProviderRecord:

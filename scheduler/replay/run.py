@@ -176,6 +176,7 @@ class ReplayReport:
             else {
                 "instances": taken.instances,
                 "allocations": taken.allocations,
+                "numa": taken.numa,
                 "held_numa_pci": taken.held_numa_pci,
             },
             "notes": list(self.notes),

@@ -1237,34 +1237,51 @@ def host_topology_with_usage(
     for ``isolate``, their whole cores) in ``pinned_cpus``, the pages of the size the guest
     node got (small pages when it asked for none) in ``used``. For the host cache's
     ``consume_from_request``; the input is not modified."""
+    return _topology_changed(raw_host, fitted, host, 1)
+
+
+def host_topology_without_usage(
+    raw_host: Any, fitted: Sequence[FittedCell], host: HostTopology | None = None
+) -> Any:
+    """The inverse of :func:`host_topology_with_usage` (nova's ``free=True``): a copy with
+    the instance's usage taken back (never below nothing). For a replay, which takes a
+    recorded instance out of the host its compute reports it on."""
+    return _topology_changed(raw_host, fitted, host, -1)
+
+
+def _topology_changed(
+    raw_host: Any, fitted: Sequence[FittedCell], host: HostTopology | None, sign: int
+) -> Any:
     host = host or host_topology_from_primitive(raw_host)
     if host is None:
         return raw_host
     cells_by_id = {c.id: c for c in host.cells}
     usage: dict[int, _CellUsage] = {}
     for fc in fitted:
+        cell = cells_by_id.get(fc.host_cell_id)
+        if cell is None:  # (a stored topology of another host's cells)
+            continue
         u = usage.setdefault(fc.host_cell_id, _CellUsage())
         u.cpu_usage += fc.shared_cpus
         u.memory_usage += fc.memory
         pinned = {p for _, p in fc.pinning} | set(fc.reserved)
         if fc.isolate:
-            cell = cells_by_id[fc.host_cell_id]
             for core in cell.siblings:
                 if core & pinned:
                     pinned |= set(core)
         u.pinned |= pinned
         # the page size it got, or else the cell's small pages (which every guest's memory
         # uses, as nova counts it)
-        small = cells_by_id[fc.host_cell_id].smallest_page
+        small = cell.smallest_page
         size = fc.pagesize or (small.size_kb if small is not None else None)
         if size:
             u.pages[size] = u.pages.get(size, 0) + fc.memory * 1024 // size
 
     data_raw = json.loads(raw_host) if isinstance(raw_host, (str, bytes)) else raw_host
-    return _with_usage(data_raw, usage)
+    return _with_usage(data_raw, usage, sign)
 
 
-def _with_usage(raw: Any, usage: Mapping[int, _CellUsage]) -> Any:
+def _with_usage(raw: Any, usage: Mapping[int, _CellUsage], sign: int = 1) -> Any:
     enveloped = isinstance(raw, dict) and _DATA in raw
     data = dict(raw[_DATA]) if enveloped else dict(raw)
     cells = []
@@ -1273,25 +1290,63 @@ def _with_usage(raw: Any, usage: Mapping[int, _CellUsage]) -> Any:
         cell = dict(raw_cell[_DATA]) if cell_env else dict(raw_cell)
         u = usage.get(int(cell["id"]))
         if u is not None:
-            cell["cpu_usage"] = int(cell.get("cpu_usage") or 0) + u.cpu_usage
-            cell["memory_usage"] = int(cell.get("memory_usage") or 0) + u.memory_usage
+            cell["cpu_usage"] = max(0, int(cell.get("cpu_usage") or 0) + sign * u.cpu_usage)
+            cell["memory_usage"] = max(
+                0, int(cell.get("memory_usage") or 0) + sign * u.memory_usage
+            )
             if u.pinned:
-                cell["pinned_cpus"] = sorted(set(cell.get("pinned_cpus") or ()) | u.pinned)
+                pinned = set(cell.get("pinned_cpus") or ())
+                cell["pinned_cpus"] = sorted(pinned | u.pinned if sign > 0 else pinned - u.pinned)
             if u.pages:
                 pages = cell.get("mempages") or ()
-                cell["mempages"] = [_page_with_usage(p, u.pages) for p in pages]
+                cell["mempages"] = [_page_with_usage(p, u.pages, sign) for p in pages]
         cells.append({**raw_cell, _DATA: cell} if cell_env else cell)
     data["cells"] = cells
     return {**raw, _DATA: data} if enveloped else data
 
 
-def _page_with_usage(raw_page: Any, pages: Mapping[int, int]) -> Any:
+def _page_with_usage(raw_page: Any, pages: Mapping[int, int], sign: int = 1) -> Any:
     env = isinstance(raw_page, dict) and _DATA in raw_page
     page = dict(raw_page[_DATA]) if env else dict(raw_page)
     extra = pages.get(int(page["size_kb"]))
     if extra:
-        page["used"] = int(page.get("used") or 0) + extra
+        page["used"] = max(0, int(page.get("used") or 0) + sign * extra)
     return {**raw_page, _DATA: page} if env else page
+
+
+def fitted_cells_of_instance(value: Any) -> list[FittedCell]:
+    """The guest nodes of an instance's stored NUMA topology (``instance_extra.
+    numa_topology``: an InstanceNUMATopology primitive, its plain data or its JSON text) as
+    the host cells they were placed on: for :func:`host_topology_without_usage`. Empty when
+    there is none."""
+    if not value:
+        return []
+    if isinstance(value, (str, bytes)):
+        value = json.loads(value)
+    data = _data(value)
+    out = []
+    for i, raw_cell in enumerate(data.get("cells") or ()):
+        cell = _data(raw_cell)
+        pcpus = _ints(cell.get("pcpuset"))
+        cpus = _ints(cell.get("cpuset"))
+        policy = cell.get("cpu_policy")
+        if policy == DEDICATED and not pcpus and cpus:
+            cpus, pcpus = frozenset(), cpus  # InstanceNUMACell < 1.5
+        pinning = cell.get("cpu_pinning_raw") or {}
+        pagesize = cell.get("pagesize")
+        out.append(
+            FittedCell(
+                guest_id=i,
+                host_cell_id=int(cell["id"]) if cell.get("id") is not None else i,
+                memory=int(cell.get("memory") or 0),
+                pagesize=int(pagesize) if pagesize else None,
+                shared_cpus=0 if pcpus else len(cpus),
+                pinning=tuple(sorted((int(g), int(h)) for g, h in pinning.items())),
+                reserved=_ints(cell.get("cpuset_reserved")),
+                isolate=cell.get("cpu_thread_policy") == ISOLATE,
+            )
+        )
+    return out
 
 
 def numa_topology_after_instance(

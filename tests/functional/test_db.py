@@ -25,7 +25,13 @@ API_TABLES = {
     "instance_group_policy",
     "instance_group_member",
 }
-CELL_TABLES = {"compute_nodes", "services", "instances", "instance_system_metadata"}
+CELL_TABLES = {
+    "compute_nodes",
+    "services",
+    "instances",
+    "instance_extra",
+    "instance_system_metadata",
+}
 
 
 def test_manage_db_sync_creates_novas_tables(server_kind, tmp_path, capsys):  # noqa: F811

@@ -28,6 +28,7 @@ import db
 from db import models
 from scheduler.conf import CONF
 from scheduler.objects import Flavor, RequestSpec
+from scheduler.resources import numa
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
 
@@ -57,10 +58,18 @@ def cloud(tmp_path_factory) -> Iterator[tuple[Cloud, str]]:
         CONF.clear_override("connection", group="decision_records")
 
 
-def _report_as_compute(cloud: Cloud, host: str, node: str, instance: str) -> None:
-    """What nova-compute writes once the instance is built: its row on the host, and the
-    compute node's usage."""
+def _report_as_compute(
+    cloud: Cloud, host: str, node: str, instance: str, spec: RequestSpec | None = None
+) -> None:
+    """What nova-compute writes once the instance is built: its row on the host, the
+    compute node's usage and, for an instance with a NUMA topology, the cells it got (in
+    the compute node's topology and in the instance's ``instance_extra``). The report is
+    written in the second after the claim's, as a compute's comes later: the database keeps
+    whole seconds, and a report stamped within the claim's second counts as older than the
+    scheduler's consumption, which then stays counted on top of it."""
+    time.sleep(1.01 - time.time() % 1)
     now = timeutils.utcnow()
+    flavor = spec.flavor if spec is not None else FLAVOR
     cn = models.compute_nodes
     with db.get_engine(cloud.cell_urls[cloud.host_cell(host)]).begin() as conn:
         conn.execute(
@@ -70,32 +79,80 @@ def _report_as_compute(cloud: Cloud, host: str, node: str, instance: str) -> Non
                 node=node,
                 project_id=PROJECT,
                 user_id=USER,
-                memory_mb=FLAVOR.memory_mb,
-                vcpus=FLAVOR.vcpus,
-                root_gb=FLAVOR.root_gb,
+                memory_mb=flavor.memory_mb,
+                vcpus=flavor.vcpus,
+                root_gb=flavor.root_gb,
                 vm_state="active",
                 created_at=now,
                 deleted=0,
                 cleaned=0,
             )
         )
+        values: dict[str, Any] = {}
+        wanted = numa.requested_instance_topology(spec) if spec is not None else None
+        if wanted is not None:
+            row = conn.execute(
+                sa.select(
+                    cn.c.numa_topology, cn.c.cpu_allocation_ratio, cn.c.ram_allocation_ratio
+                ).where(cn.c.hypervisor_hostname == node, cn.c.deleted == 0)
+            ).one()
+            raw = json.loads(row.numa_topology)
+            fitted = numa.fit_instance_to_host(
+                numa.host_topology_from_primitive(raw),
+                wanted,
+                numa.Limits(row.cpu_allocation_ratio or 4.0, row.ram_allocation_ratio or 1.0),
+            ).cells
+            values["numa_topology"] = json.dumps(numa.host_topology_with_usage(raw, fitted))
+            conn.execute(
+                models.instance_extra.insert().values(
+                    instance_uuid=instance,
+                    numa_topology=_stored(wanted, fitted),
+                    created_at=now,
+                    deleted=0,
+                )
+            )
         conn.execute(
             cn.update()
             .where(cn.c.hypervisor_hostname == node, cn.c.deleted == 0)
             .values(
-                vcpus_used=cn.c.vcpus_used + FLAVOR.vcpus,
-                memory_mb_used=cn.c.memory_mb_used + FLAVOR.memory_mb,
-                free_ram_mb=cn.c.free_ram_mb - FLAVOR.memory_mb,
-                local_gb_used=cn.c.local_gb_used + FLAVOR.root_gb,
-                free_disk_gb=cn.c.free_disk_gb - FLAVOR.root_gb,
+                vcpus_used=cn.c.vcpus_used + flavor.vcpus,
+                memory_mb_used=cn.c.memory_mb_used + flavor.memory_mb,
+                free_ram_mb=cn.c.free_ram_mb - flavor.memory_mb,
+                local_gb_used=cn.c.local_gb_used + flavor.root_gb,
+                free_disk_gb=cn.c.free_disk_gb - flavor.root_gb,
+                disk_available_least=cn.c.disk_available_least - flavor.root_gb,
                 updated_at=now,
+                **values,
             )
         )
+
+
+def _stored(wanted: Any, fitted: list[Any]) -> str:
+    """The InstanceNUMATopology nova-compute stores for an instance fitted so."""
+    cells = []
+    for fc in fitted:
+        guest = wanted.cells[fc.guest_id]
+        data = {
+            "id": fc.host_cell_id,
+            "cpuset": sorted(guest.cpuset),
+            "pcpuset": sorted(guest.pcpuset),
+            "memory": guest.memory,
+            "pagesize": fc.pagesize,
+            "cpu_policy": guest.cpu_policy,
+            "cpu_thread_policy": guest.cpu_thread_policy,
+            "cpu_pinning_raw": {str(g): h for g, h in fc.pinning} or None,
+            "cpuset_reserved": sorted(fc.reserved) or None,
+        }
+        cells.append({"nova_object.name": "InstanceNUMACell", "nova_object.data": data})
+    return json.dumps(
+        {"nova_object.name": "InstanceNUMATopology", "nova_object.data": {"cells": cells}}
+    )
 
 
 def _nova_conf(cloud: Cloud, store: str, tmp_path: Path) -> Path:
     """A nova.conf like the service's, for novasched-manage."""
     conf = tmp_path / "nova.conf"
+    filters = ",".join(CONF.filter_scheduler.enabled_filters)
     conf.write_text(
         "[api_database]\n"
         f"connection = {cloud.api_url}\n"
@@ -104,6 +161,8 @@ def _nova_conf(cloud: Cloud, store: str, tmp_path: Path) -> Path:
         f"endpoint_override = {cloud.placement.endpoint}\n"
         "[decision_records]\n"
         f"connection = {store}\n"
+        "[filter_scheduler]\n"
+        f"enabled_filters = {filters}\n"
     )
     return conf
 
@@ -135,17 +194,23 @@ def booted(cloud) -> list[tuple[str, str]]:
         host, node = selection[0].service_host, selection[0].nodename
         _report_as_compute(cloud, host, node, uuid)
         placed.append((uuid, f"{host}/{node}"))
-    # the service's writer thread writes the records a moment later
+    _wait_for_records(store, BOOTS)
+    return placed
+
+
+def _wait_for_records(store: str, count: int) -> None:
+    """The service's writer thread writes the records a moment after the replies."""
     engine = sa.create_engine(store)
     deadline = time.monotonic() + 10
-    while True:
-        with engine.connect() as conn:
-            n = conn.execute(sa.text("SELECT count(*) FROM novasched_decisions")).scalar()
-        if n >= BOOTS or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    engine.dispose()
-    return placed
+    try:
+        while True:
+            with engine.connect() as conn:
+                n = conn.execute(sa.text("SELECT count(*) FROM novasched_decisions")).scalar()
+            if n >= count or time.monotonic() > deadline:
+                return
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
 
 
 def test_an_unchanged_configuration_reproduces_every_recorded_decision(cloud, booted, tmp_path):
@@ -218,3 +283,67 @@ def test_the_report_in_words(cloud, booted, tmp_path):
     assert "hosts used" in text and "RAM used %" in text
     assert "Changed decisions (3 of" in text
     assert " -> " in text
+
+
+# -- a fleet with NUMA hosts ---------------------------------------------------------------
+
+NUMA_FILTERS = [
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+    "NUMATopologyFilter",
+]
+# two NUMA cells of 16 GiB each: only the NUMA hosts take it, a few per host
+NUMA_FLAVOR = Flavor(
+    name="t.numa",
+    flavorid="t-numa",
+    vcpus=4,
+    memory_mb=32768,
+    root_gb=20,
+    extra_specs={"hw:numa_nodes": "2"},
+)
+NUMA_BOOTS = 8
+
+
+@pytest.fixture(scope="module")
+def numa_cloud(tmp_path_factory) -> Iterator[tuple[Cloud, str]]:
+    tmp = Path(tmp_path_factory.mktemp("replay-numa"))
+    store = f"sqlite:///{tmp / 'decisions.sqlite'}"
+    CONF.set_override("connection", store, group="decision_records")
+    CONF.set_override("enabled_filters", NUMA_FILTERS, group="filter_scheduler")
+    try:
+        with contextlib.ExitStack() as stack:
+            cloud = build_cloud(
+                stack,
+                tmp,
+                cell_kinds=("mariadb", "sqlite"),
+                hosts=12,
+                seed=5,
+                topic=f"scheduler-replay-numa-{uuidlib.uuid4().hex[:10]}",
+                fleet_options={"numa_fraction": 0.5},
+            )
+            for _ in range(NUMA_BOOTS):
+                uuid = str(uuidlib.uuid4())
+                ctx = RequestContext(user_id=USER, project_id=PROJECT, request_id=f"req-{uuid}")
+                spec = RequestSpec(
+                    flavor=NUMA_FLAVOR, num_instances=1, project_id=PROJECT, user_id=USER
+                )
+                (sel,) = cloud.client.select_destinations(ctx, spec, [uuid], return_objects=True)
+                _report_as_compute(cloud, sel[0].service_host, sel[0].nodename, uuid, spec)
+            _wait_for_records(store, NUMA_BOOTS)
+            yield cloud, store
+    finally:
+        CONF.clear_override("connection", group="decision_records")
+        CONF.clear_override("enabled_filters", group="filter_scheduler")
+
+
+def test_numa_instances_give_their_cells_back_and_are_placed_again(numa_cloud, tmp_path):
+    report = _replay(*numa_cloud, tmp_path)
+    counts = report["counts"]
+    assert (counts["replayed"], counts["changed"]) == (NUMA_BOOTS, 0), [
+        c for c in report["calls"] if c["changed"]
+    ]
+    taken = report["taken_out"]
+    assert (taken["instances"], taken["numa"], taken["held_numa_pci"]) == (NUMA_BOOTS,) * 2 + (0,)

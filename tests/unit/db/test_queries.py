@@ -96,6 +96,7 @@ def test_create_schema_makes_novas_tables_and_is_idempotent(api, cell):
         "compute_nodes",
         "services",
         "instances",
+        "instance_extra",
         "instance_system_metadata",
     }
     cols = {c["name"] for c in sa.inspect(cell).get_columns("compute_nodes")}

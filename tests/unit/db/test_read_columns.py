@@ -42,6 +42,7 @@ EXERCISED = {
     "get_compute_services",
     "get_instance_uuids_by_host",
     "get_instance_details_by_host",
+    "get_instance_numa_topologies",
     "get_minimum_service_version",
     "get_flavors",
 }
@@ -128,6 +129,11 @@ def _seed(api: sa.Engine, cell: sa.Engine) -> None:
                 instance_uuid="i1", key="image_hw_architecture", value="x86_64", deleted=0
             )
         )
+        conn.execute(
+            models.instance_extra.insert().values(
+                instance_uuid="i1", numa_topology='{"cells": []}', deleted=0
+            )
+        )
 
 
 def _run_every_read(api: sa.Engine, cell: sa.Engine) -> None:
@@ -170,6 +176,7 @@ def _run_every_read(api: sa.Engine, cell: sa.Engine) -> None:
     assert queries.get_instance_uuids_by_host(cell, ["h1"])
     details = queries.get_instance_details_by_host(cell, ["h1"])
     assert details["h1"]["i1"]["image_properties"] == {"hw_architecture": "x86_64"}
+    assert queries.get_instance_numa_topologies(cell, ["i1", "i2"]) == {"i1": '{"cells": []}'}
     assert queries.get_minimum_service_version(cell) == 74
 
 

@@ -16,9 +16,16 @@ from scheduler.objects import Flavor, InstanceGroup, RequestSpec
 from scheduler.placement.view import ProviderView
 from scheduler.records import ERROR, SCHEDULED, DecisionRecord
 from scheduler.replay import Recorded, ReplayFleet, replay
+from scheduler.resources import numa
 from scheduler.rpc.wire import request_spec_from_primitive, request_spec_to_primitive
 from tests.unit.scheduler.capacity.cloud import provider_record_of, view_cloud
 from tests.unit.scheduler.drivers.fakes import CONTEXT, FakeHostManager, make_host
+from tests.unit.scheduler.resources.builders import (
+    instance_cell,
+    instance_topology,
+    smt_host,
+    stored_topology,
+)
 
 FLAVOR = Flavor(name="m1.small", vcpus=1, memory_mb=1024, root_gb=10)
 
@@ -238,3 +245,33 @@ def test_a_server_group_keeps_its_members_apart_where_the_replay_put_them():
     replayed = [c.replayed[0] for c in report.calls]
     assert None not in replayed and len(set(replayed)) == 3, replayed
     assert replayed[0] == "h0/h0"  # packing starts on the host with the least free RAM
+
+
+def test_a_numa_instance_gives_its_host_its_cells_back():
+    raw = smt_host()
+    inst = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated", "require"))
+    fitted = numa.fit_instance_to_host(
+        numa.host_topology_from_primitive(raw),
+        numa.instance_topology_from_primitive(inst),
+        numa.Limits(4.0, 1.0),
+    ).cells
+    flavor = Flavor(
+        name="pinned", vcpus=2, memory_mb=1024, extra_specs={"hw:cpu_policy": "dedicated"}
+    )
+    spec = RequestSpec(flavor=flavor, num_instances=1, project_id="p", user_id="u")
+    hosts = []
+    for name in ("n1", "n2"):
+        hs = make_host(name, vcpus=16, ram_mb=32768)
+        hs.numa_topology = numa.host_topology_with_usage(raw, fitted)
+        hs.instances = {f"{name}-i": None}
+        hosts.append(hs)
+    view = ProviderView()
+    view.replace_all([provider_record_of(h) for h in hosts], 0.0)
+    fleet = ReplayFleet(hosts, FakeHostManager(hosts), view)
+    # n1's compute stored its instance's topology; n2's is not found
+    stored = {"n1-i": stored_topology(inst, fitted)}
+    taken = fleet.take_out({"n1-i": spec, "n2-i": spec}, {}, stored)
+    assert (taken.instances, taken.numa, taken.held_numa_pci) == (2, 1, 1)
+    n1, n2 = sorted(fleet.hosts, key=lambda h: h.host)
+    assert n1.numa_topology == raw  # its pinned CPUs and memory given back
+    assert n2.numa_topology == hosts[1].numa_topology  # kept, and said so

@@ -4,6 +4,7 @@ by the resources tests, the host state tests and the filter tests)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 # -- NUMA ---------------------------------------------------------------------------------
@@ -128,6 +129,29 @@ def instance_cell(
 
 def instance_topology(*cells: dict[str, Any], emulator: str | None = None) -> dict[str, Any]:
     return {"cells": list(cells), "emulator_threads_policy": emulator}
+
+
+def stored_topology(inst: dict[str, Any], fitted: list[Any]) -> str:
+    """What nova-compute stores in ``instance_extra.numa_topology`` for an instance fitted
+    so: each guest cell with the host cell it got, its pinning and reserved CPUs."""
+    cells = []
+    for fc in fitted:
+        guest = inst["cells"][fc.guest_id]
+        cells.append(
+            {
+                "nova_object.name": "InstanceNUMACell",
+                "nova_object.data": {
+                    **guest,
+                    "id": fc.host_cell_id,
+                    "pagesize": fc.pagesize,
+                    "cpu_pinning_raw": {str(g): h for g, h in fc.pinning} or None,
+                    "cpuset_reserved": sorted(fc.reserved) or None,
+                },
+            }
+        )
+    return json.dumps(
+        {"nova_object.name": "InstanceNUMATopology", "nova_object.data": {"cells": cells}}
+    )
 
 
 # -- PCI ----------------------------------------------------------------------------------

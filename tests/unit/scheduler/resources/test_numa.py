@@ -16,6 +16,7 @@ from tests.unit.scheduler.resources.builders import (
     instance_topology,
     pages,
     smt_host,
+    stored_topology,
 )
 
 
@@ -552,6 +553,40 @@ def test_filling_a_host_pinned_cpu_by_pinned_cpu() -> None:
         placed += 1
     assert placed == 4
     assert result.reason == "no NUMA cell with 2 free pinned CPUs"
+
+
+@pytest.mark.parametrize(
+    "inst",
+    [
+        instance_topology(
+            instance_cell(0, [0, 1], 1024, "dedicated", "prefer", pagesize=numa.MEMPAGES_LARGE)
+        ),
+        instance_topology(instance_cell(0, [0], 1024, "dedicated", "isolate")),
+        instance_topology(instance_cell(0, [0, 1, 2], 2048)),
+        instance_topology(instance_cell(0, [0, 1], 1024), instance_cell(1, [2, 3], 1024)),
+        instance_topology(
+            instance_cell(0, [0, 1], 1024, "dedicated", "require"), emulator="isolate"
+        ),
+    ],
+    ids=["hugepages", "isolate", "shared", "two-nodes", "emulator-isolate"],
+)
+def test_usage_taken_back_from_what_the_compute_stored_gives_the_host_back(inst) -> None:
+    raw = smt_host(hugepages_2m=1024, legacy=inst["cells"][0]["cpu_thread_policy"] == "isolate")
+    # another instance stays: only the one taken out is given back
+    other = instance_topology(instance_cell(0, [0, 1], 1024, "dedicated", "require"))
+    raw = numa.host_topology_with_usage(raw, fit(raw, other).cells)
+    result = fit(raw, inst)
+    assert result
+    used = numa.host_topology_with_usage(raw, result.cells)
+    assert used != raw
+    fitted = numa.fitted_cells_of_instance(stored_topology(inst, result.cells))
+    assert numa.host_topology_without_usage(used, fitted) == raw
+
+
+def test_nothing_stored_takes_nothing_back() -> None:
+    raw = smt_host()
+    assert numa.fitted_cells_of_instance(None) == []
+    assert numa.host_topology_without_usage(raw, []) == raw
 
 
 def test_numa_topology_after_instance_for_multi_create() -> None:
