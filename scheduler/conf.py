@@ -874,7 +874,7 @@ decision_records_opts = [
         default=100_000,
         min=1,
         help="ours: the most decision records kept; the oldest go first (a record takes "
-        "about 4.5 KB in the store).",
+        "about 6.5 KB in the store, the whole request included).",
     ),
     cfg.IntOpt(
         "queue_size",
