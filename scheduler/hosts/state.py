@@ -465,6 +465,12 @@ class HostState:
         known = self.compute_updated_at
         if known and updated_at and known > updated_at:
             return
+        if self._pending and _within_its_second(updated_at, self._pending):
+            # nova's DATETIME keeps whole seconds: a report stamped in the second one of our
+            # consumptions was made may or may not count it. nova does not take a report older
+            # than its last consumption; neither do we here, so the instance is counted once
+            # (by us) until the compute's next report, and never twice.
+            return
         self.compute_updated_at = updated_at
         free_gb = row.free_disk_gb
         if free_gb is None:
@@ -768,6 +774,18 @@ class HostState:
             f"disk: {self.free_disk_mb}MB io_ops: {self.num_io_ops} "
             f"instances: {self.num_instances}"
         )
+
+
+def _within_its_second(
+    updated_at: datetime.datetime | None, pending: dict[str, Consumption]
+) -> bool:
+    """Whether a report stamped ``updated_at`` in whole seconds (MySQL and MariaDB keep no
+    fraction: it was written at most a second later) may have been written after one of the
+    ``pending`` consumptions that its stamp says is newer."""
+    if updated_at is None or updated_at.microsecond:
+        return False
+    end = updated_at + datetime.timedelta(seconds=1)
+    return any(updated_at < c.consumed_at < end for c in pending.values())
 
 
 def _count_released(hs: HostState, keys: list[str], reason: str) -> None:

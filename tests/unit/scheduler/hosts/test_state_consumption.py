@@ -168,6 +168,32 @@ def test_a_newer_report_releases_what_it_counts_and_keeps_later_consumptions_on_
     assert (hs.free_ram_mb, hs.num_instances) == (59000 - 1024, 5)
 
 
+def test_a_report_stamped_in_the_claims_second_counts_the_instance_once():
+    """MariaDB keeps whole seconds: the compute's report written 0.4 s after our consumption
+    is stamped before it. It counts the instance; taken with the consumption kept on top, the
+    instance would count twice. As nova, the report is not taken until the next one."""
+    hs = HostState("h", "h")
+    hs.update_from_row(_row(T0))
+    CLOCK.set(T0 + datetime.timedelta(seconds=5, microseconds=300_000))
+    hs.consume_from_request(_plain(), "i-1")
+    before = _usage(hs)
+    stamped = T0 + datetime.timedelta(seconds=5)  # written at 5.7 s, kept as 5 s
+    hs.update_from_row(_row(stamped, free_ram_mb=60000 - 1024))
+    assert _usage(hs) == before and hs.free_ram_mb == 60000 - 1024
+    assert list(hs.consumptions()) == ["i-1"]
+    # the next report, a second later, is taken and releases it
+    later = _row(T0 + datetime.timedelta(seconds=6), free_ram_mb=60000 - 1024)
+    hs.update_from_row(later)
+    assert hs.consumptions() == {} and _usage(hs) == _expected(later, [], {})
+    # a stamp with a fraction (PostgreSQL, SQLite) is exact: taken at once
+    hs.consume_from_request(_plain(), "i-2")
+    exact = T0 + datetime.timedelta(seconds=7, microseconds=1)
+    CLOCK.set(exact - datetime.timedelta(microseconds=500))
+    hs.consume_from_request(_plain(), "i-3")
+    hs.update_from_row(_row(exact, free_ram_mb=50000))
+    assert hs.consumptions() == {} and hs.free_ram_mb == 50000
+
+
 def test_an_older_report_changes_nothing_and_the_same_report_again_changes_nothing():
     hs = HostState("h", "h")
     hs.update_from_row(_row(T0))
@@ -387,7 +413,7 @@ def replay(life: Lifecycle) -> Iterator[tuple[HostState, tuple, list[str]]]:
         elif kind == "report":
             new = _row(when, free_ram_mb=op[2])
             hs.update_from_row(new)
-            if when >= row.updated_at:
+            if when >= row.updated_at and not _ambiguous(when, live):
                 row = new
                 live = {k: t for k, t in live.items() if t > when}
         elif kind == "same":
@@ -403,6 +429,12 @@ def replay(life: Lifecycle) -> Iterator[tuple[HostState, tuple, list[str]]]:
             hs.expire_consumption(MAX_AGE)
             live = {k: t for k, t in live.items() if t > when - datetime.timedelta(seconds=120)}
         yield hs, _expected(row, list(live), life.kinds), list(live)
+
+
+def _ambiguous(stamp: datetime.datetime, live: dict[str, datetime.datetime]) -> bool:
+    """A whole-second stamp with a consumption in its second: the report is not taken."""
+    end = stamp + datetime.timedelta(seconds=1)
+    return stamp.microsecond == 0 and any(stamp < t < end for t in live.values())
 
 
 @pytest.mark.parametrize("seed", range(300))
