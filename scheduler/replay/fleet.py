@@ -83,6 +83,10 @@ class ReplayPlacement:
         request_id: str | None = None,
     ) -> None:
         allocations = alloc_request.get("allocations") or {}
+        if consumer_uuid in self.claims:
+            # a move of an instance the replay placed: its claim moves (the source counted
+            # while the destination was chosen, as nova's migration allocation does)
+            self.view.forget(consumer_uuid)
         self.claims[consumer_uuid] = allocations
         self.view.assume(consumer_uuid, allocations)
 
@@ -131,6 +135,7 @@ class ReplayFleet:
         view.max_age = float("inf")  # never refreshed: always the replay's truth
         self.placement = ReplayPlacement(view)
         self._building: list[HostState] = []  # hosts the last request consumed on
+        self._placed: dict[str, HostState] = {}  # instance uuid -> where the replay put it
 
     @property
     def hosts(self) -> list[HostState]:
@@ -247,6 +252,11 @@ class ReplayFleet:
             hs.instances = {}
         hs.instances.setdefault(key, None)
         self._building.append(hs)
+        self._placed[key] = hs
+
+    def placed_on(self, instance_uuid: str) -> HostState | None:
+        """The host the replay last put the instance on (None: not placed by the replay)."""
+        return self._placed.get(instance_uuid)
 
     def settle(self) -> None:
         """Between two requests: the instances the last one placed are built. nova counts
@@ -282,6 +292,13 @@ class ReplayFleet:
 
     def stop(self) -> None:
         """Nothing running."""
+
+
+def leave(hs: HostState, instance_uuid: str) -> None:
+    """The instance consumed on ``hs`` (a private copy) is no longer there."""
+    hs.release_consumption(instance_uuid, "moved")
+    if hs.instances:
+        hs.instances.pop(instance_uuid, None)
 
 
 def settle(hosts: Iterable[HostState]) -> None:

@@ -29,7 +29,7 @@ from scheduler.exceptions import NoValidHost
 from scheduler.hosts.state import HostState
 from scheduler.objects import RequestSpec
 from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord
-from scheduler.replay.fleet import NotReplayable, ReplayFleet, settle
+from scheduler.replay.fleet import NotReplayable, ReplayFleet, leave, settle
 
 LOG = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def replay(driver: Any, fleet: ReplayFleet, recorded: Sequence[Recorded]) -> Rep
     by_node = _by_node(before.values())
     recorded_at: dict[str, str] = {}  # instance uuid -> its recorded host
     replayed_at: dict[str, str] = {}  # instance uuid -> its replayed host
-    placed_before: list[tuple[str, HostState]] = []
+    laid: dict[str, HostState] = {}  # instance uuid -> where the recorded decision put it
     for item in ordered:
         call = _call(item.record)
         report.calls.append(call)
@@ -210,18 +210,28 @@ def replay(driver: Any, fleet: ReplayFleet, recorded: Sequence[Recorded]) -> Rep
         if call.skipped:
             continue
         spec = item.spec
-        _lay(spec, call, by_node, placed_before)
+        # a move or a reschedule places an instance again: once it has a new host, it
+        # leaves the one it was on (which counted while the new one was chosen, as in nova)
+        was_laid = {u: laid[u] for u in call.instance_uuids if u in laid}
+        was_replayed = {u: fleet.placed_on(u) for u in call.instance_uuids}
+        _lay(spec, call, by_node, laid)
         _regroup(spec, recorded_at, replayed_at)
         _run(driver, spec, call)
         fleet.settle()
+        for uuid, hs in was_laid.items():
+            if laid[uuid] is not hs:
+                leave(hs, uuid)
+        for uuid, hs in was_replayed.items():
+            if hs is not None and fleet.placed_on(uuid) is not hs:
+                leave(hs, uuid)
         for uuid, where in zip(call.instance_uuids, call.replayed, strict=False):
             if where:
                 replayed_at[uuid] = where.split("/", 1)[0]
     after = _by_node(fleet.hosts)
-    placed_after = [
-        (uuid, after[where]) for uuid, where in _placed(report.replayed) if where in after
-    ]
-    report.before = spread(before.values(), placed_before)
+    # where each instance ended (a move's last placement)
+    final = dict(_placed(report.replayed))
+    placed_after = [(uuid, after[where]) for uuid, where in final.items() if where in after]
+    report.before = spread(before.values(), list(laid.items()))
     report.after = spread(after.values(), placed_after)
     report.elapsed = time.perf_counter() - started
     return report
@@ -245,14 +255,11 @@ def _call(rec: DecisionRecord) -> Replayed:
 
 
 def _lay(
-    spec: RequestSpec,
-    call: Replayed,
-    by_node: dict[str, HostState],
-    placed: list[tuple[str, HostState]],
+    spec: RequestSpec, call: Replayed, by_node: dict[str, HostState], laid: dict[str, HostState]
 ) -> None:
     """The recorded decision, consumed on the copy the replay is compared with (built by
     the next request, as the replay's own: ``ReplayFleet.settle``)."""
-    laid = []
+    built = []
     for uuid, where in zip(call.instance_uuids, call.recorded, strict=False):
         hs = by_node.get(where or "")
         if hs is None:
@@ -261,9 +268,9 @@ def _lay(
         if hs.instances is None:
             hs.instances = {}
         hs.instances.setdefault(uuid, None)
-        placed.append((uuid, hs))
-        laid.append(hs)
-    settle(laid)
+        laid[uuid] = hs
+        built.append(hs)
+    settle(built)
 
 
 def _regroup(spec: RequestSpec, recorded_at: dict[str, str], replayed_at: dict[str, str]) -> None:

@@ -79,27 +79,31 @@ def todays_fleet(records):
     placed: dict[str, dict[str, int]] = {}
     consumers: dict[str, set[str]] = {}
     allocations = {}
-    for rec in records:
-        if rec.outcome != SCHEDULED:
-            continue
-        flavor = {"memory_mb": FLAVOR.memory_mb, "root_gb": FLAVOR.root_gb, "vcpus": FLAVOR.vcpus}
-        for uuid, host in zip(rec.instance_uuids, rec.hosts, strict=True):
-            hs = hosts[host]
-            hs.free_ram_mb -= flavor["memory_mb"]
-            hs.free_disk_mb -= flavor["root_gb"] * 1024
-            hs.vcpus_used += flavor["vcpus"]
-            hs.num_instances += 1
-            hs.instances[uuid] = None
-            resources = {
-                "VCPU": flavor["vcpus"],
-                "MEMORY_MB": flavor["memory_mb"],
-                "DISK_GB": flavor["root_gb"],
-            }
-            used = placed.setdefault(hs.uuid, {})
-            for rc, n in resources.items():
-                used[rc] = used.get(rc, 0) + n
-            consumers.setdefault(hs.uuid, set()).add(uuid)
-            allocations[uuid] = {hs.uuid: {"resources": resources}}
+    # where each instance is now (a moved one on its last host only)
+    final = {
+        uuid: host
+        for rec in records
+        if rec.outcome == SCHEDULED
+        for uuid, host in zip(rec.instance_uuids, rec.hosts, strict=True)
+    }
+    flavor = {"memory_mb": FLAVOR.memory_mb, "root_gb": FLAVOR.root_gb, "vcpus": FLAVOR.vcpus}
+    for uuid, host in final.items():
+        hs = hosts[host]
+        hs.free_ram_mb -= flavor["memory_mb"]
+        hs.free_disk_mb -= flavor["root_gb"] * 1024
+        hs.vcpus_used += flavor["vcpus"]
+        hs.num_instances += 1
+        hs.instances[uuid] = None
+        resources = {
+            "VCPU": flavor["vcpus"],
+            "MEMORY_MB": flavor["memory_mb"],
+            "DISK_GB": flavor["root_gb"],
+        }
+        used = placed.setdefault(hs.uuid, {})
+        for rc, n in resources.items():
+            used[rc] = used.get(rc, 0) + n
+        consumers.setdefault(hs.uuid, set()).add(uuid)
+        allocations[uuid] = {hs.uuid: {"resources": resources}}
     records_ = []
     for hs in hosts.values():
         rec = provider_record_of(hs)
@@ -275,3 +279,33 @@ def test_a_numa_instance_gives_its_host_its_cells_back():
     n1, n2 = sorted(fleet.hosts, key=lambda h: h.host)
     assert n1.numa_topology == raw  # its pinned CPUs and memory given back
     assert n2.numa_topology == hosts[1].numa_topology  # kept, and said so
+
+
+def test_a_moved_instance_leaves_its_first_host_once_it_has_a_new_one():
+    hosts = fleet_hosts()
+    driver, _ = view_cloud(hosts)
+    recorder = ListRecorder()
+    driver.recorder = recorder
+    driver.spec_encoder = request_spec_to_primitive
+    uuid = str(uuidlib.uuid4())
+    (first,) = driver.select_destinations(CONTEXT, spec(), [uuid], False)
+    built(hosts, first[0].service_host)
+    # a cold migration: the same instance, its current host left out
+    move = spec()
+    move.ignore_hosts = [first[0].service_host]
+    (second,) = driver.select_destinations(CONTEXT, move, [uuid], False)
+    assert second[0].service_host != first[0].service_host
+    report, _, fleet = replay_on_today(recorder.records)
+    assert report.counts()["changed"] == 0
+    # counted once, where it ended, on both sides
+    assert report.before.placed == report.after.placed == 1
+    assert report.after.hosts_used == 1
+    by_host = {h.host: h for h in fleet.hosts}
+    assert uuid not in by_host[first[0].service_host].consumptions()
+    assert uuid in by_host[second[0].service_host].consumptions()
+    # the claim moved in the view: nothing left on the first host's provider
+    old, new = (by_host[s[0].service_host].uuid for s in (first, second))
+    assert fleet.view.known(old)[0] == fleet.view.known(old)[1]
+    assert fleet.view.known(new)[1] == fleet.view.known(new)[0] + 1
+    answer = fleet.placement.get_allocations_for_consumer(uuid)["allocations"]
+    assert list(answer) == [by_host[second[0].service_host].uuid]
