@@ -26,7 +26,6 @@ replayed before it, and nothing reaches Placement or the cells.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -35,8 +34,6 @@ from scheduler.objects import Aggregate, Flavor, RequestSpec
 from scheduler.placement.api import AllocationCandidates, PlacementClientError
 from scheduler.placement.view import ProviderRecord, ProviderView
 from scheduler.resources import numa
-
-LOG = logging.getLogger(__name__)
 
 
 class NotReplayable(PlacementClientError):

@@ -309,3 +309,16 @@ def test_a_moved_instance_leaves_its_first_host_once_it_has_a_new_one():
     assert fleet.view.known(new)[1] == fleet.view.known(new)[0] + 1
     answer = fleet.placement.get_allocations_for_consumer(uuid)["allocations"]
     assert list(answer) == [by_host[second[0].service_host].uuid]
+
+
+def test_a_query_the_view_cannot_answer_is_skipped_with_why():
+    records = record_boots([spec(), spec()])
+    # the second asked for a granular group, which the replay's view does not answer
+    granular = spec()
+    granular.flavor = Flavor(
+        name="g", vcpus=1, memory_mb=1024, root_gb=10, extra_specs={"resources1:VCPU": "1"}
+    )
+    records[1].document["spec"] = request_spec_to_primitive(granular)
+    report, _, _ = replay_on_today(records)
+    assert report.counts()["replayed"] == 1
+    assert "granular request groups" in report.calls[1].skipped
