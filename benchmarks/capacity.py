@@ -53,7 +53,7 @@ FLAVORS = [
 ]
 
 
-def _view_of(driver: Any) -> Any:
+def view_of(driver: Any) -> Any:
     """A provider view holding one provider per compute node, as Placement would."""
     from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
 
@@ -127,7 +127,7 @@ def measure_size(
     base = make_driver(bench.api_url, CONF)
     try:
         base.host_manager.warm_up()
-        refresher = _view_of(base)
+        refresher = view_of(base)
         driver = FilterScheduler(
             placement=object(), host_manager=base.host_manager, view=refresher, conf=CONF
         )

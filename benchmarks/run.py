@@ -24,7 +24,17 @@ from typing import Any
 
 from benchmarks.report import table, target_verdicts
 
-SECTIONS = ("core", "e2e", "throughput", "memory", "faults", "view_cost", "telemetry", "capacity")
+SECTIONS = (
+    "core",
+    "e2e",
+    "throughput",
+    "memory",
+    "faults",
+    "view_cost",
+    "telemetry",
+    "capacity",
+    "replay",
+)
 DEFAULT_SIZES = {
     "core": [100, 1_000, 10_000, 100_000],
     "e2e": [100, 1_000, 5_000, 10_000],
@@ -34,6 +44,7 @@ DEFAULT_SIZES = {
     "view_cost": [1_000, 10_000, 100_000],
     "telemetry": [0],  # no fleet: the cost of counting one request
     "capacity": [1_000, 10_000],
+    "replay": [1_000, 10_000],
 }
 QUICK_SIZES = {
     "core": [100, 1_000],
@@ -44,6 +55,7 @@ QUICK_SIZES = {
     "view_cost": [200],
     "telemetry": [0],
     "capacity": [200],
+    "replay": [200],
 }
 # view_cost: seconds (polls at 1 Hz) per measuring window
 DEFAULT_REPEATS = {
@@ -55,6 +67,7 @@ DEFAULT_REPEATS = {
     "view_cost": 30,
     "telemetry": 20_000,  # requests counted per mode
     "capacity": 3,  # computations of every flavor's capacity
+    "replay": 3,  # replays of every record
 }
 QUICK_REPEATS = {
     "core": 8,
@@ -65,6 +78,7 @@ QUICK_REPEATS = {
     "view_cost": 4,
     "telemetry": 2_000,
     "capacity": 1,
+    "replay": 1,
 }
 
 
@@ -314,9 +328,12 @@ FORMATTERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "view_cost": format_generic,
     "telemetry": format_generic,
     "capacity": format_generic,
+    "replay": format_generic,
 }
 
 HEADINGS = {
+    "replay": "replay: novasched-manage replay per recorded request, candidates from the "
+    "provider view (no target)",
     "capacity": "capacity: novasched-manage capacity for 20 flavors, candidates from the "
     "provider view (target: 10k hosts <= 5 s)",
     "core": "core: per-request scheduler cost, default filters + all weighers "
@@ -364,7 +381,7 @@ def run_section(
     out: dict[str, Any] = {"sizes": sizes, "repeats": repeats}
     if name == "core":
         return module.run(sizes, repeats, out, progress=progress, quiet_seconds=quiet_seconds)
-    if name in ("memory", "view_cost", "capacity"):
+    if name in ("memory", "view_cost", "capacity", "replay"):
         return module.run(sizes, repeats, out, progress=progress)
     return module.run(sizes, repeats, out)
 
