@@ -11,16 +11,12 @@ candidates, the host states, the filters, the count per host and the stranded ca
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks import fleet as fleet_mod
-from benchmarks.core import ensure_conf, make_driver
+from benchmarks.core import rows_per_size, warmed_driver
 from scheduler.objects import Flavor
 
 TARGET_SECONDS = {10_000: 5.0}
@@ -120,13 +116,7 @@ def measure_size(
     from scheduler.conf import CONF
     from scheduler.drivers.filter_scheduler import FilterScheduler
 
-    ensure_conf(CONF)
-    say = progress or (lambda _msg: None)
-    bench = fleet_mod.build(size, os.path.join(workdir, f"capacity-{size}"))
-    say(f"capacity {size}: fleet built in {bench.build_seconds:.1f} s")
-    base = make_driver(bench.api_url, CONF)
-    try:
-        base.host_manager.warm_up()
+    with warmed_driver("capacity", size, workdir, progress) as base:
         refresher = view_of(base)
         driver = FilterScheduler(
             placement=object(), host_manager=base.host_manager, view=refresher, conf=CONF
@@ -139,8 +129,6 @@ def measure_size(
             started = time.perf_counter()
             figures = calculator.flavors(FLAVORS)
             seconds.append(time.perf_counter() - started)
-    finally:
-        base.host_manager.stop()
     row: dict[str, Any] = {
         "hosts": size,
         "flavors": len(FLAVORS),
@@ -164,11 +152,9 @@ def run(
     *,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    workdir = tempfile.mkdtemp(prefix="novasched-bench-capacity-")
-    out.setdefault("rows", [])
-    try:
-        for size in sizes:
-            out["rows"].append(measure_size(size, repeats, workdir, progress=progress))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return out
+    return rows_per_size(
+        "capacity",
+        sizes,
+        out,
+        lambda size, workdir: measure_size(size, repeats, workdir, progress=progress),
+    )

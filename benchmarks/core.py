@@ -30,6 +30,7 @@ mostly ones that waited for a CPU.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -38,7 +39,7 @@ import statistics
 import tempfile
 import time
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import db
@@ -143,6 +144,45 @@ def make_request(kind: str, bench: fleet_mod.BenchFleet, i: int) -> tuple[Reques
 # The first whole read of 100k hosts takes about 11 s, beyond the default [scheduler]
 # cell_timeout (10 s): the request would skip the cell. The benchmark waits for it.
 BENCH_CELL_TIMEOUT = 600.0
+
+
+@contextlib.contextmanager
+def warmed_driver(
+    section: str, size: int, workdir: str, progress: Callable[[str], None] | None = None
+) -> Iterator[Any]:
+    """The core fleet of ``size`` hosts, built under ``workdir``, and a ``make_driver``
+    driver whose host manager has read it (stopped on the way out): what the capacity and
+    replay sections measure on."""
+    from scheduler.conf import CONF
+
+    ensure_conf(CONF)
+    bench = fleet_mod.build(size, os.path.join(workdir, f"{section}-{size}"))
+    if progress is not None:
+        progress(f"{section} {size}: fleet built in {bench.build_seconds:.1f} s")
+    driver = make_driver(bench.api_url, CONF)
+    try:
+        driver.host_manager.warm_up()
+        yield driver
+    finally:
+        driver.host_manager.stop()
+
+
+def rows_per_size(
+    section: str,
+    sizes: list[int],
+    out: dict[str, Any],
+    measure: Callable[[int, str], dict[str, Any]],
+) -> dict[str, Any]:
+    """``out["rows"]``: ``measure(size, workdir)`` for each size, in a work directory of the
+    section's that is removed afterwards."""
+    workdir = tempfile.mkdtemp(prefix=f"novasched-bench-{section}-")
+    out.setdefault("rows", [])
+    try:
+        for size in sizes:
+            out["rows"].append(measure(size, workdir))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out
 
 
 def make_driver(api_url: str, conf: Any) -> Any:

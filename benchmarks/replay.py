@@ -13,19 +13,15 @@ operator how long a replay of a week of records takes.
 from __future__ import annotations
 
 import datetime
-import os
 import random
-import shutil
 import statistics
-import tempfile
 import time
 import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks import fleet as fleet_mod
 from benchmarks.capacity import FLAVORS, view_of
-from benchmarks.core import ensure_conf, make_driver
+from benchmarks.core import rows_per_size, warmed_driver
 
 RECORDS = {200: 200, 1_000: 200, 10_000: 30}
 
@@ -72,19 +68,12 @@ def measure_size(
     from scheduler.replay import Recorded, ReplayFleet, replay
     from scheduler.rpc.wire import request_spec_from_primitive
 
-    ensure_conf(CONF)
-    say = progress or (lambda _msg: None)
-    bench = fleet_mod.build(size, os.path.join(workdir, f"replay-{size}"))
-    say(f"replay {size}: fleet built in {bench.build_seconds:.1f} s")
-    base = make_driver(bench.api_url, CONF)
     count = RECORDS.get(size, 100)
     seconds = []
     counts: dict[str, int] = {}
-    try:
-        base.host_manager.warm_up()
+    with warmed_driver("replay", size, workdir, progress) as base:
         hosts = base.host_manager.get_host_states_by_uuids(None)
-        records = _records(hosts, count)
-        recorded = [Recorded.of(r, request_spec_from_primitive) for r in records]
+        recorded = [Recorded.of(r, request_spec_from_primitive) for r in _records(hosts, count)]
         for _ in range(max(1, repeats)):
             fleet = ReplayFleet(hosts, base.host_manager, view_of(base).view)
             driver = FilterScheduler(
@@ -95,8 +84,6 @@ def measure_size(
             seconds.append(time.perf_counter() - started)
             counts = report.counts()
             driver.stop()
-    finally:
-        base.host_manager.stop()
     per_request = statistics.median(seconds) / count
     return {
         "hosts": size,
@@ -115,11 +102,9 @@ def run(
     *,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    workdir = tempfile.mkdtemp(prefix="novasched-bench-replay-")
-    out.setdefault("rows", [])
-    try:
-        for size in sizes:
-            out["rows"].append(measure_size(size, repeats, workdir, progress=progress))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return out
+    return rows_per_size(
+        "replay",
+        sizes,
+        out,
+        lambda size, workdir: measure_size(size, repeats, workdir, progress=progress),
+    )

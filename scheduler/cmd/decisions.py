@@ -108,19 +108,33 @@ def add_parsers(subparsers: Any) -> None:
 
     lst = actions.add_parser("list", help="one line per decision, newest first")
     lst.add_argument("--host", metavar="HOST", help="only decisions that chose this host")
-    lst.add_argument(
-        "--since", type=parse_time, metavar="T", help="made at or after T (ISO 8601 UTC, or 2h)"
-    )
-    lst.add_argument("--until", type=parse_time, metavar="T", help="made at or before T")
-    lst.add_argument(
-        "--limit",
-        type=positive_int,
-        default=LIST_LIMIT,
-        metavar="N",
-        help=f"at most N decisions (default {LIST_LIMIT})",
-    )
+    add_window(lst, "made", LIST_LIMIT)
     lst.add_argument("--json", action="store_true", help="print the records as JSON")
     lst.set_defaults(func=cmd_list)
+
+
+def add_window(parser: Any, verb: str, limit: int) -> None:
+    """``--since``, ``--until`` and ``--limit`` (the newest N records) on ``parser``; ``verb``
+    says what the times are of ("made", "recorded")."""
+    parser.add_argument(
+        "--since", type=parse_time, metavar="T", help=f"{verb} at or after T (ISO 8601 UTC, or 2h)"
+    )
+    parser.add_argument("--until", type=parse_time, metavar="T", help=f"{verb} at or before T")
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        default=limit,
+        metavar="N",
+        help=f"at most the newest N decisions (default {limit:,})",
+    )
+
+
+def window(store: DecisionStore, args: argparse.Namespace) -> list[DecisionRecord]:
+    """The records of ``args``' window (``add_window``), newest first, at most ``--limit``."""
+    if args.since and args.until and args.since > args.until:
+        raise Failed("--since is after --until")
+    host = getattr(args, "host", None)
+    return store.list(host=host, since=args.since, until=args.until, limit=args.limit)
 
 
 # ------------------------------------------------------------------------------ commands
@@ -179,9 +193,7 @@ def _show(store: DecisionStore, args: argparse.Namespace) -> int:
 
 
 def _list(store: DecisionStore, args: argparse.Namespace) -> int:
-    if args.since and args.until and args.since > args.until:
-        raise Failed("--since is after --until")
-    records = store.list(host=args.host, since=args.since, until=args.until, limit=args.limit)
+    records = window(store, args)
     if not records:
         raise Failed(f"no decision recorded{_described(args)}", NOT_FOUND)
     if args.json:

@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from scheduler.cmd import positive_int, text_table
-from scheduler.cmd.decisions import NOT_FOUND, Failed, parse_time, run_with_store
+from scheduler.cmd.decisions import NOT_FOUND, Failed, add_window, run_with_store, window
 from scheduler.conf import CONF
 from scheduler.exceptions import ConfigurationError
 from scheduler.records import SCHEDULED, DecisionStore
@@ -54,17 +54,7 @@ def add_parsers(subparsers: Any) -> None:
         required=True,
         help="replay the decision records ([decision_records]) of the scheduler",
     )
-    p.add_argument(
-        "--since", type=parse_time, metavar="T", help="recorded at or after T (ISO 8601 UTC, or 2h)"
-    )
-    p.add_argument("--until", type=parse_time, metavar="T", help="recorded at or before T")
-    p.add_argument(
-        "--limit",
-        type=positive_int,
-        default=LIMIT,
-        metavar="N",
-        help=f"at most the newest N records (default {LIMIT:,})",
-    )
+    add_window(p, "recorded", LIMIT)
     p.add_argument(
         "--show",
         type=positive_int,
@@ -85,9 +75,7 @@ def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
     from scheduler.replay import Recorded, replay
     from scheduler.rpc.wire import request_spec_from_primitive
 
-    if args.since and args.until and args.since > args.until:
-        raise Failed("--since is after --until")
-    records = store.list(since=args.since, until=args.until, limit=args.limit)
+    records = window(store, args)
     if not records:
         raise Failed("no decision recorded to replay", NOT_FOUND)
     recorded = [Recorded.of(rec, request_spec_from_primitive) for rec in records]

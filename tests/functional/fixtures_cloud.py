@@ -18,12 +18,33 @@ import db
 from scheduler.conf import CONF
 from scheduler.demo import fleet as fleet_mod
 from scheduler.demo.embedded_placement import EmbeddedPlacement
+from scheduler.objects import Flavor
 from scheduler.placement.api import PlacementClient
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.rpcapi import SchedulerAPI
 from scheduler.rpc.service import SchedulerService
 from tests.functional.fixtures_db import make_database
 from tests.functional.fixtures_rabbit import RABBIT_URL, delete_queues, ensure_rabbit
+
+# nova's default filters with the AZ and NUMA filters: for fleets with NUMA hosts
+FILTERS_WITH_NUMA = [
+    "ComputeFilter",
+    "AvailabilityZoneFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+    "NUMATopologyFilter",
+]
+# two NUMA cells of 16 GiB each: only the NUMA hosts take it, as many as their cells hold
+NUMA_FLAVOR = Flavor(
+    name="t.numa",
+    flavorid="t-numa",
+    vcpus=4,
+    memory_mb=32768,
+    root_gb=20,
+    extra_specs={"hw:numa_nodes": "2"},
+)
 
 PROJECT = "6f70656e-7374-6163-6b00-70726f6a6563"
 USER = "75736572-0000-4000-8000-000000000001"

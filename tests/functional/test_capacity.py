@@ -28,33 +28,22 @@ from scheduler.conf import CONF
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc.context import RequestContext
-from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
+from tests.functional.fixtures_cloud import (
+    FILTERS_WITH_NUMA,
+    NUMA_FLAVOR,
+    PROJECT,
+    USER,
+    Cloud,
+    build_cloud,
+)
 
-FILTERS = [
-    "ComputeFilter",
-    "AvailabilityZoneFilter",
-    "ComputeCapabilitiesFilter",
-    "ImagePropertiesFilter",
-    "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter",
-    "NUMATopologyFilter",
-]
 # 64 GiB: one to eight per host of the fleet (64-512 GiB of RAM), a few dozen boots in all
 BIG = Flavor(name="t.big", flavorid="t-big", vcpus=8, memory_mb=65536, root_gb=100)
-# two NUMA cells of 16 GiB each: only the NUMA hosts take it, as many as their cells hold
-NUMA = Flavor(
-    name="t.numa",
-    flavorid="t-numa",
-    vcpus=4,
-    memory_mb=32768,
-    root_gb=20,
-    extra_specs={"hw:numa_nodes": "2"},
-)
 
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory) -> Iterator[Cloud]:
-    CONF.set_override("enabled_filters", FILTERS, group="filter_scheduler")
+    CONF.set_override("enabled_filters", FILTERS_WITH_NUMA, group="filter_scheduler")
     try:
         with contextlib.ExitStack() as stack:
             cloud = build_cloud(
@@ -66,7 +55,7 @@ def cloud(tmp_path_factory) -> Iterator[Cloud]:
                 topic=f"scheduler-capacity-{uuidlib.uuid4().hex[:10]}",
                 fleet_options={"numa_fraction": 0.5, "azs": ["az-east", "az-west"]},
             )
-            _add_flavors(cloud.api_url, [BIG, NUMA])
+            _add_flavors(cloud.api_url, [BIG, NUMA_FLAVOR])
             yield cloud
     finally:
         CONF.clear_override("enabled_filters", group="filter_scheduler")
@@ -103,7 +92,7 @@ def _capacity(cloud: Cloud, tmp_path: Path, *args: str) -> dict[str, Any]:
         "auth_type = noauth2\n"
         f"endpoint_override = {cloud.placement.endpoint}\n"
         "[filter_scheduler]\n"
-        f"enabled_filters = {','.join(FILTERS)}\n"
+        f"enabled_filters = {','.join(FILTERS_WITH_NUMA)}\n"
     )
     out = subprocess.run(
         [sys.executable, "-m", "scheduler.cmd.manage", "--config-file", str(conf)]
@@ -142,10 +131,10 @@ def _boot_until_no_valid_host(cloud: Cloud, flavor: Flavor, az: str | None = Non
 # in this order: the NUMA flavor first (the big one then fills what the NUMA hosts have left),
 # then one AZ, then the rest
 def test_a_numa_flavor_fits_as_the_numa_cells_allow(cloud, tmp_path):
-    figures = _capacity(cloud, tmp_path, "--flavor", NUMA.name)
+    figures = _capacity(cloud, tmp_path, "--flavor", NUMA_FLAVOR.name)
     assert figures["total"] > 0
     assert {h.split("/")[0] for h in figures["by_host"]} <= cloud.fleet.numa_hosts
-    taken = _boot_until_no_valid_host(cloud, NUMA)
+    taken = _boot_until_no_valid_host(cloud, NUMA_FLAVOR)
     assert sum(taken.values()) == figures["total"]
 
 

@@ -30,46 +30,74 @@ from scheduler.conf import CONF
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.resources import numa
 from scheduler.rpc.context import RequestContext
-from tests.functional.fixtures_cloud import PROJECT, USER, Cloud, build_cloud
+from tests.functional.fixtures_cloud import (
+    FILTERS_WITH_NUMA,
+    NUMA_FLAVOR,
+    PROJECT,
+    USER,
+    Cloud,
+    build_cloud,
+)
 
 FLAVOR = Flavor(name="m1.medium", flavorid="3", vcpus=2, memory_mb=4096, root_gb=20)
 BOOTS = 10
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory) -> Iterator[tuple[Cloud, str]]:
-    tmp = Path(tmp_path_factory.mktemp("replay"))
+@contextlib.contextmanager
+def _recording_cloud(tmp: Path, name: str, **options: Any) -> Iterator[tuple[Cloud, str]]:
+    """A cloud whose service records into a store of its own (the SQLite URL yielded)."""
     store = f"sqlite:///{tmp / 'decisions.sqlite'}"
     CONF.set_override("connection", store, group="decision_records")
     try:
         with contextlib.ExitStack() as stack:
-            yield (
-                build_cloud(
-                    stack,
-                    tmp,
-                    cell_kinds=("mariadb", "sqlite"),
-                    hosts=12,
-                    seed=7,
-                    topic=f"scheduler-replay-{uuidlib.uuid4().hex[:10]}",
-                ),
-                store,
+            cloud = build_cloud(
+                stack,
+                tmp,
+                cell_kinds=("mariadb", "sqlite"),
+                hosts=12,
+                topic=f"scheduler-{name}-{uuidlib.uuid4().hex[:10]}",
+                **options,
             )
+            yield cloud, store
     finally:
         CONF.clear_override("connection", group="decision_records")
 
 
+def _boot_and_report(cloud: Cloud, store: str, flavor: Flavor, count: int) -> list[tuple[str, str]]:
+    """``count`` instances of ``flavor`` placed one after another through the conductor
+    client, each reported by its compute; (instance uuid, host/node) of each, once the
+    service has written their records."""
+    placed = []
+    for _ in range(count):
+        uuid = str(uuidlib.uuid4())
+        ctx = RequestContext(user_id=USER, project_id=PROJECT, request_id=f"req-{uuid}")
+        spec = RequestSpec(flavor=flavor, num_instances=1, project_id=PROJECT, user_id=USER)
+        (selection,) = cloud.client.select_destinations(ctx, spec, [uuid], return_objects=True)
+        host, node = selection[0].service_host, selection[0].nodename
+        _report_as_compute(cloud, host, node, uuid, spec)
+        placed.append((uuid, f"{host}/{node}"))
+    _wait_for_records(store, count)
+    return placed
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory) -> Iterator[tuple[Cloud, str]]:
+    with _recording_cloud(Path(tmp_path_factory.mktemp("replay")), "replay", seed=7) as made:
+        yield made
+
+
 def _report_as_compute(
-    cloud: Cloud, host: str, node: str, instance: str, spec: RequestSpec | None = None
+    cloud: Cloud, host: str, node: str, instance: str, spec: RequestSpec
 ) -> None:
     """What nova-compute writes once the instance is built: its row on the host, the
     compute node's usage and, for an instance with a NUMA topology, the cells it got (in
     the compute node's topology and in the instance's ``instance_extra``). The report is
     written in the second after the claim's, as a compute's comes later: the database keeps
-    whole seconds, and a report stamped within the claim's second counts as older than the
-    scheduler's consumption, which then stays counted on top of it."""
+    whole seconds, and the scheduler takes no report stamped within the second of its own
+    consumption (it may not count the instance yet) until the compute's next one."""
     time.sleep(1.01 - time.time() % 1)
     now = timeutils.utcnow()
-    flavor = spec.flavor if spec is not None else FLAVOR
+    flavor = spec.flavor
     cn = models.compute_nodes
     with db.get_engine(cloud.cell_urls[cloud.host_cell(host)]).begin() as conn:
         conn.execute(
@@ -89,7 +117,7 @@ def _report_as_compute(
             )
         )
         values: dict[str, Any] = {}
-        wanted = numa.requested_instance_topology(spec) if spec is not None else None
+        wanted = numa.requested_instance_topology(spec)
         if wanted is not None:
             row = conn.execute(
                 sa.select(
@@ -184,18 +212,7 @@ def _replay(cloud: Cloud, store: str, tmp_path: Path, *extra: str, **opts: Any) 
 @pytest.fixture(scope="module")
 def booted(cloud) -> list[tuple[str, str]]:
     """``BOOTS`` instances placed one after another, and reported by their computes."""
-    cloud, store = cloud
-    placed = []
-    for _ in range(BOOTS):
-        uuid = str(uuidlib.uuid4())
-        ctx = RequestContext(user_id=USER, project_id=PROJECT, request_id=f"req-{uuid}")
-        spec = RequestSpec(flavor=FLAVOR, num_instances=1, project_id=PROJECT, user_id=USER)
-        (selection,) = cloud.client.select_destinations(ctx, spec, [uuid], return_objects=True)
-        host, node = selection[0].service_host, selection[0].nodename
-        _report_as_compute(cloud, host, node, uuid)
-        placed.append((uuid, f"{host}/{node}"))
-    _wait_for_records(store, BOOTS)
-    return placed
+    return _boot_and_report(*cloud, FLAVOR, BOOTS)
 
 
 def _wait_for_records(store: str, count: int) -> None:
@@ -287,55 +304,22 @@ def test_the_report_in_words(cloud, booted, tmp_path):
 
 # -- a fleet with NUMA hosts ---------------------------------------------------------------
 
-NUMA_FILTERS = [
-    "ComputeFilter",
-    "ComputeCapabilitiesFilter",
-    "ImagePropertiesFilter",
-    "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter",
-    "NUMATopologyFilter",
-]
-# two NUMA cells of 16 GiB each: only the NUMA hosts take it, a few per host
-NUMA_FLAVOR = Flavor(
-    name="t.numa",
-    flavorid="t-numa",
-    vcpus=4,
-    memory_mb=32768,
-    root_gb=20,
-    extra_specs={"hw:numa_nodes": "2"},
-)
 NUMA_BOOTS = 8
 
 
 @pytest.fixture(scope="module")
 def numa_cloud(tmp_path_factory) -> Iterator[tuple[Cloud, str]]:
-    tmp = Path(tmp_path_factory.mktemp("replay-numa"))
-    store = f"sqlite:///{tmp / 'decisions.sqlite'}"
-    CONF.set_override("connection", store, group="decision_records")
-    CONF.set_override("enabled_filters", NUMA_FILTERS, group="filter_scheduler")
+    CONF.set_override("enabled_filters", FILTERS_WITH_NUMA, group="filter_scheduler")
     try:
-        with contextlib.ExitStack() as stack:
-            cloud = build_cloud(
-                stack,
-                tmp,
-                cell_kinds=("mariadb", "sqlite"),
-                hosts=12,
-                seed=5,
-                topic=f"scheduler-replay-numa-{uuidlib.uuid4().hex[:10]}",
-                fleet_options={"numa_fraction": 0.5},
-            )
-            for _ in range(NUMA_BOOTS):
-                uuid = str(uuidlib.uuid4())
-                ctx = RequestContext(user_id=USER, project_id=PROJECT, request_id=f"req-{uuid}")
-                spec = RequestSpec(
-                    flavor=NUMA_FLAVOR, num_instances=1, project_id=PROJECT, user_id=USER
-                )
-                (sel,) = cloud.client.select_destinations(ctx, spec, [uuid], return_objects=True)
-                _report_as_compute(cloud, sel[0].service_host, sel[0].nodename, uuid, spec)
-            _wait_for_records(store, NUMA_BOOTS)
-            yield cloud, store
+        with _recording_cloud(
+            Path(tmp_path_factory.mktemp("replay-numa")),
+            "replay-numa",
+            seed=5,
+            fleet_options={"numa_fraction": 0.5},
+        ) as made:
+            _boot_and_report(*made, NUMA_FLAVOR, NUMA_BOOTS)
+            yield made
     finally:
-        CONF.clear_override("connection", group="decision_records")
         CONF.clear_override("enabled_filters", group="filter_scheduler")
 
 
