@@ -789,6 +789,31 @@ placement_opts = [
         "confirms only with the API feed; 'always' also confirms with the database feed "
         "(about one small Placement query per instance).",
     ),
+    cfg.IntOpt(
+        "max_allocation_candidates",
+        default=-1,
+        min=-1,
+        help="(novasched) Set it to Placement's own [placement] max_allocation_candidates "
+        "(placement.conf): the provider view then stops generating allocation candidates "
+        "where Placement stops (-1: no limit, Placement's default). Placement does not "
+        "publish its configuration, so novasched-manage check cannot confirm the two agree. "
+        "nova's gate job nova-next runs Placement with 100000.",
+    ),
+    cfg.StrOpt(
+        "allocation_candidates_generation_strategy",
+        default="depth-first",
+        choices=[
+            (
+                "depth-first",
+                "every candidate of one root provider before the next (Placement's default)",
+            ),
+            ("breadth-first", "one candidate of each root provider in turn"),
+        ],
+        help="(novasched) Set it to Placement's own [placement] "
+        "allocation_candidates_generation_strategy (placement.conf): with "
+        "max_allocation_candidates it decides which root providers the provider view's "
+        "candidates come from, as in Placement.",
+    ),
     cfg.FloatOpt(
         "view_sweep_period",
         default=600.0,

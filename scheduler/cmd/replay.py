@@ -105,7 +105,7 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
     """Today's fleet, read once, with the recorded instances taken out; what was taken; the
     cells that could not be read (their hosts are not in it)."""
     from scheduler.hosts.manager import HostManager
-    from scheduler.placement.from_conf import client_from_conf, view_from_conf
+    from scheduler.placement.from_conf import client_from_conf, search_options, view_from_conf
     from scheduler.placement.view import ApiFeed, ProviderView, ViewRefresher
     from scheduler.replay import ReplayFleet
 
@@ -116,7 +116,7 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
     except ConfigurationError as exc:
         raise Failed(str(exc))
     if refresher is None:
-        refresher = ViewRefresher(ProviderView(), ApiFeed(placement))
+        refresher = ViewRefresher(ProviderView(search=search_options(CONF)), ApiFeed(placement))
     try:
         # every host with its instances: the recorded ones are found on them
         manager.instance_details = True

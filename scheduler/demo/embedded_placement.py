@@ -63,6 +63,8 @@ class EmbeddedPlacement:
         extra_conf: str = "",
         log_requests: bool = False,
         start_timeout: float = _START_TIMEOUT,
+        app: str = "placement.wsgi.api:application",
+        app_path: str | None = None,
     ):
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, not {mode!r}")
@@ -77,6 +79,10 @@ class EmbeddedPlacement:
         self.extra_conf = extra_conf
         self.log_requests = log_requests
         self.start_timeout = start_timeout
+        # process mode: the WSGI application gunicorn serves, and a directory to import it
+        # from (tests serve Placement with a flaw mended: tests/differential/placement_mended.py)
+        self.app = app
+        self.app_path = app_path
         self.run_dir: Path | None = None
         self._url: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -216,10 +222,14 @@ class EmbeddedPlacement:
             "--no-control-socket",
             "--graceful-timeout",
             "5",
-            "placement.wsgi.api:application",
+            self.app,
         ]
         env = dict(os.environ)
         env["OS_PLACEMENT_CONFIG_DIR"] = str(self.run_dir)
+        if self.app_path:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (self.app_path, env.get("PYTHONPATH")) if p
+            )
         log = open(self.run_dir / "gunicorn.log", "wb")  # noqa: SIM115 - owned by the child
         try:
             self._proc = subprocess.Popen(

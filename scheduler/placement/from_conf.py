@@ -14,6 +14,7 @@ from scheduler.conf import CONF
 from scheduler.exceptions import ConfigurationError
 from scheduler.placement.api import PlacementClient
 from scheduler.placement.view import ApiFeed, DatabaseFeed, ProviderView, ViewRefresher
+from scheduler.placement.view.search import SearchOptions
 
 GROUP = "placement"
 
@@ -53,6 +54,15 @@ def client_from_conf(conf=CONF) -> PlacementClient:
     )
 
 
+def search_options(conf=CONF) -> SearchOptions:
+    """Placement's options that change its answer, as novasched's [placement] repeats them."""
+    opts = conf[GROUP]
+    return SearchOptions(
+        max_allocation_candidates=opts.max_allocation_candidates,
+        allocation_candidates_generation_strategy=opts.allocation_candidates_generation_strategy,
+    )
+
+
 def view_from_conf(conf=CONF, client: PlacementClient | None = None) -> ViewRefresher | None:
     """The provider view and its refresher for ``[placement] view_feed`` (None: no view).
     Nothing is read yet: ``ViewRefresher.load`` / ``start`` do that."""
@@ -65,7 +75,7 @@ def view_from_conf(conf=CONF, client: PlacementClient | None = None) -> ViewRefr
         if not opts.view_database_connection:
             return None
         feed_name = "database"
-    view = ProviderView(max_age=opts.view_max_age)
+    view = ProviderView(max_age=opts.view_max_age, search=search_options(conf))
     if feed_name == "database":
         if not opts.view_database_connection:
             raise ConfigurationError(

@@ -12,6 +12,7 @@ import copy
 import json
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -52,6 +53,8 @@ _sleep = time.sleep
 MV_CANDIDATES = "1.36"  # same_subtree
 # allocation requests are claimed at the version they were returned at; a Selection names it
 MV_CLAIM = MV_CANDIDATES
+MV_ANY_TRAITS = "1.39"  # required=in:A,B
+_ANY_TRAITS = re.compile(r"(?:^|&)required[^=&]*=in(?:%3A|:)")
 MV_CONSUMER = "1.28"  # consumer generations
 MV_PROVIDER_CREATE = "1.20"  # POST returns the provider body
 MV_PROVIDER_GET = "1.14"
@@ -365,7 +368,9 @@ class PlacementClient:
     def _get_allocation_candidates(self, qs: str, request_id: str | None) -> AllocationCandidates:
         path = "/allocation_candidates?" + qs
         start = time.perf_counter()
-        answer = self._request("GET", path, MV_CANDIDATES, request_id=request_id)
+        # nova's 1.36, unless the query has 1.39's any-of traits (``required=in:A,B``)
+        version = MV_ANY_TRAITS if _ANY_TRAITS.search(qs) else MV_CANDIDATES
+        answer = self._request("GET", path, version, request_id=request_id)
         if answer.status != 200 or not isinstance(answer.body, dict):
             raise self._error(PlacementClientError, "GET", path, answer, request_id)
         elapsed = time.perf_counter() - start

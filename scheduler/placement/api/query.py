@@ -21,6 +21,8 @@ class QueryGroup:
     resources: dict[str, int] = field(default_factory=dict)
     required_traits: set[str] = field(default_factory=set)
     forbidden_traits: set[str] = field(default_factory=set)
+    # any-of trait sets (microversion 1.39's ``required=in:A,B``): one of each is required
+    required_any: list[set[str]] = field(default_factory=list)
     # each inner list is an OR-set of aggregate uuids; the lists are ANDed
     member_of: list[list[str]] = field(default_factory=list)
     forbidden_aggregates: set[str] = field(default_factory=set)
@@ -36,6 +38,7 @@ class QueryGroup:
             self.has_resources()
             or self.required_traits
             or self.forbidden_traits
+            or self.required_any
             or self.member_of
             or self.forbidden_aggregates
         )
@@ -52,6 +55,9 @@ class QueryGroup:
         traits = _traits_value(self.required_traits, self.forbidden_traits)
         if traits:
             params.append((f"required{s}", traits))
+        for any_of in self.required_any:
+            if any_of:
+                params.append((f"required{s}", "in:" + ",".join(sorted(any_of))))
         for or_set in self.member_of:
             if or_set:
                 params.append((f"member_of{s}", "in:" + ",".join(sorted(or_set))))
@@ -71,6 +77,9 @@ class QueryGroup:
         traits = _traits_value(self.required_traits, self.forbidden_traits)
         if traits:
             parts.append(f"required={traits}")
+        for any_of in self.required_any:
+            if any_of:
+                parts.append("required=in:" + ",".join(sorted(any_of)))
         for or_set in self.member_of:
             if or_set:
                 parts.append("member_of=in:" + ",".join(sorted(or_set)))
@@ -132,6 +141,10 @@ class AllocationCandidatesQuery:
             params.extend(g.to_params())
         params.sort()
         return params
+
+    def microversion(self) -> str:
+        """The microversion the query needs: nova's 1.36, or 1.39 for any-of traits."""
+        return "1.39" if any(g.required_any for g in self.groups) else "1.36"
 
     def to_querystring(self) -> str:
         """The query string, exactly as nova sends it; unquoted it reads e.g.

@@ -5,12 +5,19 @@ inventories, usage, traits, aggregates, tree, generation) plus the scheduler's o
 the read may not include yet ("assumed", as kube-scheduler assumes a pod on its node). The
 usage it decides on is the read usage plus those claims.
 
-``candidates(query)`` answers ``GET /allocation_candidates`` for the shapes it can answer
-exactly (see ``unsupported_reason``): one unsuffixed request group whose resource classes are
-provided only by root providers, with required/forbidden traits, ``root_required``,
-``member_of`` (AND of OR-sets, and forbidden) and ``in_tree``. Anything else, and anything the
-view is not sure of (not loaded yet, too old, a class also on child or sharing providers),
-comes back as ``ViewAnswer.candidates is None`` with the reason, and the caller asks Placement.
+Every provider, root or not, is a row ("slot") of NumPy columns: one column per resource
+class (what Placement checks an amount against) and the tree's shape (each slot's root slot,
+whether it is a root, whether it shares through an aggregate). ``candidates(query)`` answers
+``GET /allocation_candidates`` as Placement 16 does for every query nova 34 sends:
+
+* one unsuffixed group whose classes only root providers have (a flat fleet, the common
+  case) is answered by a scan of the root slots (``_scan``);
+* everything else (request groups, resourceless groups, any-of traits, ``same_subtree``,
+  ``group_policy``, nested and sharing providers) by ``search.TreeSearch``, which follows
+  Placement's own steps (docs/architecture.md, "The provider view").
+
+What the view is not sure of (not loaded yet, too old) comes back as ``ViewAnswer.candidates
+is None`` with the reason, and the caller asks Placement.
 
 Placement still decides: every claim is a ``PUT /allocations`` that Placement checks. A claim
 Placement refuses marks its providers dirty (``mark_dirty``) and the refresher reads them again.
@@ -31,10 +38,11 @@ import numpy as np
 
 from scheduler.placement.api import AllocationCandidates, AllocationCandidatesQuery
 from scheduler.placement.view.model import ProviderRecord
+from scheduler.placement.view.search import SearchOptions, TreeSearch
 
 LOG = logging.getLogger(__name__)
 
-_NO_ROOTS: frozenset[str] = frozenset()
+_NO_PROVIDERS: frozenset[str] = frozenset()
 # consumers whose own claims are remembered for forget() after Placement confirmed them
 _REMEMBERED_CONSUMERS = 100_000
 
@@ -46,7 +54,7 @@ class ViewAnswer:
     candidates: AllocationCandidates | None
     reason: str = ""
     age: float | None = None  # seconds since the view's last successful refresh
-    matched: int = 0  # providers that fit, before ``limit`` sampled them
+    matched: int = 0  # allocation requests that fit, before ``limit`` sampled them
 
 
 class _Entry:
@@ -60,7 +68,7 @@ class _Entry:
         # consumer -> (resources, monotonic time the claim was answered)
         self.claims: dict[str, tuple[dict[str, int], float]] = {}
         self.used: dict[str, int] = rec.used
-        self.slot = -1  # the row of a root provider in the view's columns
+        self.slot = -1  # the provider's row in the view's columns
         self._summary: dict[str, Any] | None = None
 
     def recompute(self) -> None:
@@ -98,30 +106,34 @@ class _Entry:
 
 
 class _Column:
-    """One resource class over every root slot: what Placement checks an amount against.
+    """One resource class over every slot: what Placement checks an amount against.
     A slot without that inventory (or free) has ``limit = -inf``: nothing fits it."""
 
-    __slots__ = ("used", "limit", "min_unit", "max_unit", "step")
+    __slots__ = ("used", "limit", "capacity", "min_unit", "max_unit", "step")
+
+    _FILLS = (
+        ("used", 0, np.float64),
+        ("limit", -np.inf, np.float64),
+        ("capacity", -1, np.int64),
+        ("min_unit", 1, np.int64),
+        ("max_unit", 0, np.int64),
+        ("step", 1, np.int64),
+    )
 
     def __init__(self, size: int):
-        self.used = np.zeros(size, dtype=np.float64)
-        self.limit = np.full(size, -np.inf, dtype=np.float64)
-        self.min_unit = np.ones(size, dtype=np.int64)
-        self.max_unit = np.zeros(size, dtype=np.int64)
-        self.step = np.ones(size, dtype=np.int64)
+        for name, fill, dtype in self._FILLS:
+            setattr(self, name, np.full(size, fill, dtype=dtype))
 
     def grow(self, size: int) -> None:
-        for name, fill in (("used", 0), ("limit", -np.inf), ("min_unit", 1), ("max_unit", 0)):
+        for name, fill, dtype in self._FILLS:
             old = getattr(self, name)
-            new = np.full(size, fill, dtype=old.dtype)
+            new = np.full(size, fill, dtype=dtype)
             new[: len(old)] = old
             setattr(self, name, new)
-        step = np.ones(size, dtype=np.int64)
-        step[: len(self.step)] = self.step
-        self.step = step
 
     def clear(self, slot: int) -> None:
         self.limit[slot] = -np.inf
+        self.capacity[slot] = -1
         self.used[slot] = 0
 
     def fits(self, rows: Any, amount: int) -> Any:
@@ -135,42 +147,82 @@ class _Column:
         )
 
 
+class _Shape:
+    """The trees over every slot: each slot's root slot (-1: free, or a provider whose root
+    the view does not hold), whether it is a root, whether it shares its inventory."""
+
+    __slots__ = ("root", "is_root", "sharing")
+
+    def __init__(self, size: int):
+        self.root = np.full(size, -1, dtype=np.int64)
+        self.is_root = np.zeros(size, dtype=bool)
+        self.sharing = np.zeros(size, dtype=bool)
+
+    def grow(self, size: int) -> None:
+        for name in self.__slots__:
+            old = getattr(self, name)
+            new = np.full(size, -1 if name == "root" else 0, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+
 def unsupported_reason(query: AllocationCandidatesQuery) -> str | None:
     """Why the view cannot answer this query whatever it holds, or None."""
-    if query.same_subtree:
-        return "same_subtree"
-    groups = query.effective_groups()
-    if not groups:
+    if not query.effective_groups():
         return "an empty query"
-    if len(groups) > 1 or groups[0].suffix:
-        return "granular request groups"
-    if not groups[0].has_resources():
-        return "a request group without resources"
     return None
+
+
+def _flat(query: AllocationCandidatesQuery) -> bool:
+    """One unsuffixed group with resources and nothing that needs the trees."""
+    if query.same_subtree:
+        return False
+    groups = query.effective_groups()
+    return (
+        len(groups) == 1
+        and not groups[0].suffix
+        and groups[0].has_resources()
+        and not groups[0].required_any
+    )
 
 
 class ProviderView:
     """Every resource provider of Placement, as the scheduler last read it (thread-safe)."""
 
-    def __init__(self, *, max_age: float = 10.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        *,
+        max_age: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        search: SearchOptions | None = None,
+    ):
         self.max_age = max_age
         self.source = ""  # the feed's name, for explain and logs
+        # Placement's own options that change its answer (max_allocation_candidates,
+        # allocation_candidates_generation_strategy)
+        self.search_options = search or SearchOptions()
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self._roots: dict[str, _Entry] = {}
         self._children: dict[str, set[str]] = {}  # root uuid -> its descendants
-        self._by_trait: dict[str, set[str]] = {}  # trait -> root uuids
-        self._by_aggregate: dict[str, set[str]] = {}  # aggregate -> root uuids
+        self._by_trait: dict[str, set[str]] = {}  # trait -> provider uuids
+        self._by_aggregate: dict[str, set[str]] = {}  # aggregate -> provider uuids
+        self._sharing: set[str] = set()  # providers with MISC_SHARES_VIA_AGGREGATE
         self._nested_classes: Counter[str] = Counter()  # classes on non-root providers
         self._shared_classes: Counter[str] = Counter()  # classes on sharing providers
         self._claimed_by: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         # provider -> when it was marked (monotonic): a read that began later clears it
         self._dirty: dict[str, float] = {}
-        # root providers as rows of NumPy columns, one column per resource class
+        # every provider as a row of NumPy columns, one column per resource class
         self._slots: list[_Entry | None] = []
         self._free_slots: list[int] = []
+        self._size = 0  # rows allocated in every column
         self._columns: dict[str, _Column] = {}
+        self._shape = _Shape(0)
+        # what the search derives from the indexes (masks, the providers' order), dropped
+        # whenever a trait, an aggregate, a tree or a name changes
+        self.derived: dict[Any, Any] = {}
         self._loaded = False
         self._refreshed_at: float | None = None
         self.changed = threading.Event()  # set when something asks for a refresh now
@@ -231,6 +283,7 @@ class ProviderView:
             old = self._entries.pop(uuid, None)
             if old is not None:
                 self._unindex(old)
+                self._release(old)
                 self.claims_pending -= len(old.claims)
             self._dirty.pop(uuid, None)
         for rec in records:
@@ -255,8 +308,11 @@ class ProviderView:
                     self.claims_pending += len(kept)
                 if old.rec.consumers:
                     left.extend((c, rec.uuid) for c in old.rec.consumers - rec.consumers)
+                # the same row: its columns are written again below
+                entry.slot = old.slot
+                self._slots[old.slot] = entry
             self._entries[rec.uuid] = entry
-            self._index(entry)
+            self._index(entry, old.rec if old is not None else None)
             marked = self._dirty.get(rec.uuid)
             if marked is not None and marked <= fetched_at:
                 del self._dirty[rec.uuid]
@@ -276,37 +332,60 @@ class ProviderView:
                     provider,
                 )
 
-    def _index(self, entry: _Entry) -> None:
+    def _index(self, entry: _Entry, old: ProviderRecord | None) -> None:
+        """Index a provider (``old``: its previous record, whose indexes were just
+        dropped); give it a row if it has none and write it."""
         rec = entry.rec
         self.alloc_rows_total += rec.alloc_rows
         self.used_total += rec.used_total
+        for t in rec.traits:
+            self._by_trait.setdefault(t, set()).add(rec.uuid)
+        for a in rec.aggregates:
+            self._by_aggregate.setdefault(a, set()).add(rec.uuid)
         if rec.is_root:
             self._roots[rec.uuid] = entry
-            self._place(entry)
-            for t in rec.traits:
-                self._by_trait.setdefault(t, set()).add(rec.uuid)
-            for a in rec.aggregates:
-                self._by_aggregate.setdefault(a, set()).add(rec.uuid)
         else:
             self._children.setdefault(rec.root_uuid, set()).add(rec.uuid)
             self._nested_classes.update(rec.inventories.keys())
         if rec.shares:
+            self._sharing.add(rec.uuid)
             self._shared_classes.update(rec.inventories.keys())
+        if entry.slot < 0:
+            self._place(entry)
+        shape = self._shape
+        slot = entry.slot
+        shape.is_root[slot] = rec.is_root
+        shape.sharing[slot] = rec.shares
+        root = self._entries.get(rec.root_uuid)
+        shape.root[slot] = root.slot if root is not None else -1
+        if rec.is_root:
+            # the descendants read before their root learn where it is
+            for child in self._children.get(rec.uuid, ()):
+                shape.root[self._entries[child].slot] = slot
+        self._write(entry)
+        if (
+            old is None
+            or old.traits != rec.traits
+            or old.aggregates != rec.aggregates
+            or old.parent_uuid != rec.parent_uuid
+            or old.root_uuid != rec.root_uuid
+            or old.name != rec.name
+        ):
+            self.derived.clear()
 
     def _unindex(self, entry: _Entry) -> None:
         rec = entry.rec
         self.alloc_rows_total -= rec.alloc_rows
         self.used_total -= rec.used_total
+        for index, keys in ((self._by_trait, rec.traits), (self._by_aggregate, rec.aggregates)):
+            for k in keys:
+                members = index.get(k)
+                if members is not None:
+                    members.discard(rec.uuid)
+                    if not members:
+                        del index[k]
         if rec.is_root:
             self._roots.pop(rec.uuid, None)
-            self._release(entry)
-            for index, keys in ((self._by_trait, rec.traits), (self._by_aggregate, rec.aggregates)):
-                for k in keys:
-                    members = index.get(k)
-                    if members is not None:
-                        members.discard(rec.uuid)
-                        if not members:
-                            del index[k]
         else:
             kids = self._children.get(rec.root_uuid)
             if kids is not None:
@@ -316,25 +395,27 @@ class ProviderView:
             self._nested_classes.subtract(rec.inventories.keys())
             self._nested_classes += Counter()  # drop the zeros
         if rec.shares:
+            self._sharing.discard(rec.uuid)
             self._shared_classes.subtract(rec.inventories.keys())
             self._shared_classes += Counter()
 
     # -- the columns ---------------------------------------------------------------------------
     def _place(self, entry: _Entry) -> None:
-        """Give a root provider a row in the columns and write it."""
+        """Give a provider a row in the columns."""
         if self._free_slots:
             slot = self._free_slots.pop()
             self._slots[slot] = entry
         else:
             slot = len(self._slots)
             self._slots.append(entry)
-            size = len(next(iter(self._columns.values())).limit) if self._columns else 0
-            if slot >= size:
-                new_size = max(64, size * 2)
+            if slot >= self._size:
+                self._size = max(64, self._size * 2)
                 for column in self._columns.values():
-                    column.grow(new_size)
+                    column.grow(self._size)
+                self._shape.grow(self._size)
+                self.derived.clear()
         entry.slot = slot
-        self._write(entry)
+        self.derived.clear()
 
     def _release(self, entry: _Entry) -> None:
         slot = entry.slot
@@ -342,12 +423,21 @@ class ProviderView:
             return
         for column in self._columns.values():
             column.clear(slot)
+        shape = self._shape
+        shape.root[slot] = -1
+        shape.is_root[slot] = False
+        shape.sharing[slot] = False
+        if entry.rec.is_root:
+            for child in self._children.get(entry.rec.uuid, ()):
+                shape.root[self._entries[child].slot] = -1
         self._slots[slot] = None
         self._free_slots.append(slot)
         entry.slot = -1
+        self.derived.clear()
 
     def _write(self, entry: _Entry) -> None:
-        """Write a root's inventories and usage into its row (after any change of either)."""
+        """Write a provider's inventories and usage into its row (after any change of
+        either)."""
         slot = entry.slot
         if slot < 0:
             return
@@ -359,10 +449,10 @@ class ProviderView:
         for rc, inv in inventories.items():
             column = self._columns.get(rc)
             if column is None:
-                size = len(next(iter(self._columns.values())).limit) if self._columns else 64
-                column = self._columns[rc] = _Column(max(size, len(self._slots)))
+                column = self._columns[rc] = _Column(self._size)
             column.used[slot] = used.get(rc, 0)
             column.limit[slot] = inv.limit
+            column.capacity[slot] = inv.capacity
             column.min_unit[slot] = inv.min_unit
             column.max_unit[slot] = inv.max_unit
             column.step[slot] = max(1, inv.step_size)
@@ -398,6 +488,34 @@ class ProviderView:
                 if u:
                     self._dirty[u] = now
         self.changed.set()
+
+    # -- what the search reads (under the view's lock) ----------------------------------------
+    @property
+    def slots(self) -> list[_Entry | None]:
+        return self._slots
+
+    @property
+    def shape(self) -> _Shape:
+        return self._shape
+
+    def column(self, rc: str) -> _Column | None:
+        return self._columns.get(rc)
+
+    def entry(self, uuid: str) -> _Entry | None:
+        return self._entries.get(uuid)
+
+    def with_trait(self, trait: str) -> Iterable[str]:
+        return self._by_trait.get(trait, _NO_PROVIDERS)
+
+    def in_aggregate(self, aggregate: str) -> Iterable[str]:
+        return self._by_aggregate.get(aggregate, _NO_PROVIDERS)
+
+    def sharing(self) -> Iterable[str]:
+        return self._sharing
+
+    def tree(self, root: str) -> Iterable[str]:
+        """The descendants of a root provider (the root not included)."""
+        return self._children.get(root, _NO_PROVIDERS)
 
     # -- the scheduler's side -----------------------------------------------------------------
     @property
@@ -471,8 +589,8 @@ class ProviderView:
     ) -> ViewAnswer:
         """The allocation candidates Placement would return for ``query``, or why not.
 
-        With ``query.limit`` and more providers that fit, a uniform random sample of that
-        many (Placement's ``randomize_allocation_candidates = True``)."""
+        With ``query.limit`` and more allocation requests that fit, a uniform random sample
+        of that many (Placement's ``randomize_allocation_candidates = True``)."""
         reason = unsupported_reason(query)
         if reason is not None:
             return ViewAnswer(None, f"the view does not answer {reason}")
@@ -481,32 +599,44 @@ class ProviderView:
             return ViewAnswer(None, "the provider view is not loaded yet")
         if age > self.max_age:
             return ViewAnswer(None, f"the provider view is {age:.1f} s old", age)
-        group = query.effective_groups()[0]
-        amounts = [(rc, n) for rc, n in group.resources.items() if n]
         with self._lock:
-            for rc, _ in amounts:
-                if self._nested_classes.get(rc):
-                    return ViewAnswer(None, f"{rc} is also provided by nested providers", age)
-                if self._shared_classes.get(rc):
-                    return ViewAnswer(None, f"{rc} is also provided by sharing providers", age)
-            matched = self._scan(group, query, amounts)
-            found = len(matched)
-            if query.limit is not None and found > query.limit:
-                picked = (rng or random).sample(range(found), query.limit)
-                matched = matched[picked]
-            slots = self._slots
-            answer = self._answer([slots[i] for i in matched.tolist()], dict(amounts))
+            if _flat(query) and not self._on_trees(query):
+                answer, found = self._flat_candidates(query, rng)
+            else:
+                answer, found = TreeSearch(self, query, self.search_options).run(rng)
         return ViewAnswer(answer, "", age, found)
 
+    def _on_trees(self, query: AllocationCandidatesQuery) -> bool:
+        """Whether a class the query asks for is also on a child or a sharing provider."""
+        return any(
+            self._nested_classes.get(rc) or self._shared_classes.get(rc)
+            for rc, n in query.effective_groups()[0].resources.items()
+            if n
+        )
+
+    def _flat_candidates(
+        self, query: AllocationCandidatesQuery, rng: random.Random | None
+    ) -> tuple[AllocationCandidates, int]:
+        group = query.effective_groups()[0]
+        amounts = [(rc, n) for rc, n in group.resources.items() if n]
+        matched = self._scan(group, query, amounts)
+        found = len(matched)
+        if query.limit is not None and found > query.limit:
+            picked = (rng or random).sample(range(found), query.limit)
+            matched = matched[picked]
+        slots = self._slots
+        return self._answer([slots[i] for i in matched.tolist()], dict(amounts)), found
+
     def _scan(self, group: Any, query: AllocationCandidatesQuery, amounts: list) -> Any:
-        """The slots of the roots that match (a NumPy index array)."""
+        """The slots of the roots that match (a NumPy index array). Only roots have the
+        classes asked for, so only roots can fit."""
         pool = self._pool(group, query)
         n_slots = len(self._slots)
         if pool is None:
             rows: Any = slice(0, n_slots)
             base = np.arange(n_slots)
         else:
-            base = np.fromiter((self._roots[u].slot for u in pool), dtype=np.int64)
+            base = np.fromiter((self._entries[u].slot for u in pool), dtype=np.int64)
             rows = base
         if not len(base):
             return base
@@ -518,28 +648,28 @@ class ProviderView:
             ok &= column.fits(rows, n)
         excluded: set[str] = set()
         for trait in group.forbidden_traits | query.root_forbidden:
-            excluded |= self._by_trait.get(trait, _NO_ROOTS)
+            excluded |= self._by_trait.get(trait, _NO_PROVIDERS)
         for agg in group.forbidden_aggregates:
-            excluded |= self._by_aggregate.get(agg, _NO_ROOTS)
+            excluded |= self._by_aggregate.get(agg, _NO_PROVIDERS)
         matched = base[ok]
         if excluded and len(matched):
-            out = np.fromiter((self._roots[u].slot for u in excluded), dtype=np.int64)
+            out = np.fromiter((self._entries[u].slot for u in excluded), dtype=np.int64)
             matched = matched[~np.isin(matched, out)]
         return matched
 
     def _pool(self, group: Any, query: AllocationCandidatesQuery) -> Iterable[str] | None:
-        """The root uuids that can match by traits, aggregates and tree alone (None: every
-        root)."""
+        """The provider uuids that can match by traits, aggregates and tree alone (None:
+        every provider)."""
         pool: set[str] | None = None
         for trait in group.required_traits | query.root_required:
-            members = self._by_trait.get(trait, _NO_ROOTS)
+            members = self._by_trait.get(trait, _NO_PROVIDERS)
             pool = set(members) if pool is None else pool & members
             if not pool:
                 return ()
         for or_set in group.member_of:
             members = set()
             for agg in or_set:
-                members |= self._by_aggregate.get(agg, _NO_ROOTS)
+                members |= self._by_aggregate.get(agg, _NO_PROVIDERS)
             pool = members if pool is None else pool & members
             if not pool:
                 return ()

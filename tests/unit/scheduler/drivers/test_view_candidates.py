@@ -9,7 +9,7 @@ import pytest
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.placement.api import ClaimConflict
-from scheduler.placement.view import ProviderView, ViewRefresher
+from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
 from tests.unit.scheduler.drivers.fakes import (
     CONTEXT,
     FakeHostManager,
@@ -80,15 +80,26 @@ def test_a_claim_is_counted_in_the_view_at_once(hosts):
     assert cloud.placement.queries == []
 
 
-def test_shapes_the_view_does_not_answer_go_to_placement(hosts):
-    cloud = ViewCloud(hosts, [provider_record(h) for h in hosts])
+def test_a_request_group_on_a_child_provider_is_answered_by_the_view(hosts):
+    fpga = ProviderRecord(
+        uuid="fpga-of-host-a",
+        generation=1,
+        name="host-a_fpga",
+        parent_uuid=hosts[0].uuid,
+        root_uuid=hosts[0].uuid,
+        inventories={"CUSTOM_FPGA": Inventory(1)},
+    )
+    cloud = ViewCloud(hosts, [*(provider_record(h) for h in hosts), fpga])
     spec = make_spec(ram_mb=1024)
     spec.flavor.extra_specs = {"resources1:CUSTOM_FPGA": "1"}
-    cloud.select(spec)
+    result = cloud.select(spec)
     req = cloud.requests[-1]
-    assert len(cloud.placement.queries) == 1
-    assert req.trace.candidate_source == "placement"
-    assert "granular" in req.trace.view_declined
+    assert cloud.placement.queries == []
+    assert req.trace.candidate_source == "view"
+    assert result[0][0].service_host == "host-a"  # the only host with an FPGA
+    claim = cloud.placement.claims["inst-0"]["alloc_req"]
+    assert claim["allocations"]["fpga-of-host-a"] == {"resources": {"CUSTOM_FPGA": 1}}
+    assert claim["mappings"] == {"": [hosts[0].uuid], "1": ["fpga-of-host-a"]}
 
 
 def test_an_empty_answer_from_the_view_is_placements_to_give(hosts):

@@ -116,9 +116,11 @@ def todays_fleet(records):
     return hosts, view, allocations
 
 
-def replay_on_today(records):
+def replay_on_today(records, view_max_age=None):
     hosts, view, allocations = todays_fleet(records)
     fleet = ReplayFleet(hosts, FakeHostManager(hosts), view)
+    if view_max_age is not None:
+        view.max_age = view_max_age
     recorded = [Recorded.of(r, request_spec_from_primitive) for r in records]
     specs = {
         u: item.spec
@@ -311,14 +313,18 @@ def test_a_moved_instance_leaves_its_first_host_once_it_has_a_new_one():
     assert list(answer) == [by_host[second[0].service_host].uuid]
 
 
-def test_a_query_the_view_cannot_answer_is_skipped_with_why():
-    records = record_boots([spec(), spec()])
-    # the second asked for a granular group, which the replay's view does not answer
+def test_a_request_group_is_replayed_and_what_the_view_cannot_answer_is_skipped_with_why():
+    records = record_boots([spec(), spec(), spec()])
+    # the second asked for a granular group, which the replay's view answers as Placement
     granular = spec()
     granular.flavor = Flavor(
         name="g", vcpus=1, memory_mb=1024, root_gb=10, extra_specs={"resources1:VCPU": "1"}
     )
     records[1].document["spec"] = request_spec_to_primitive(granular)
     report, _, _ = replay_on_today(records)
-    assert report.counts()["replayed"] == 1
-    assert "granular request groups" in report.calls[1].skipped
+    assert report.counts()["replayed"] == 3
+    assert not report.calls[1].skipped and report.calls[1].outcome == "scheduled"
+    # a view the replay cannot trust (here: older than it may be) answers nothing
+    report, _, _ = replay_on_today(records, view_max_age=-1.0)
+    assert report.counts()["replayed"] == 0
+    assert all("provider view is" in call.skipped for call in report.calls)

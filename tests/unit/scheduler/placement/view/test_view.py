@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from scheduler.placement.api import AllocationCandidatesQuery, QueryGroup
 from scheduler.placement.view import Inventory, ProviderRecord, ProviderView
 from scheduler.placement.view.model import MAX_UNIT_DEFAULT, SHARING_TRAIT, usage_of_allocations
+from scheduler.placement.view.search import SearchOptions, TreeSearch
 
 
 class Clock:
@@ -310,78 +311,221 @@ def test_limit_returns_a_random_sample_of_exactly_that_many():
     assert answer.matched == 10 and len(answer.candidates.allocation_requests) == 1
 
 
-# -- what the view declines -------------------------------------------------------------------
-def test_shapes_the_view_does_not_answer():
+# -- trees, request groups and sharing providers -----------------------------------------------
+def answered(view: ProviderView, query: AllocationCandidatesQuery) -> list[dict[str, Any]]:
+    answer = view.candidates(query)
+    assert answer.candidates is not None, answer.reason
+    return answer.candidates.allocation_requests
+
+
+def ask(*groups: QueryGroup, **kw: Any) -> AllocationCandidatesQuery:
+    return AllocationCandidatesQuery(list(groups), **kw)
+
+
+def host(name: str, **kw: Any) -> list[ProviderRecord]:
+    """A compute node with VCPU, a bandwidth bridge under an agent, and two PCI devices."""
+    bw = {"NET_BW_EGR_KILOBIT_PER_SEC": Inventory(1000)}
+    pci = {"CUSTOM_PCI_X": Inventory(1)}
+    return [
+        rec(name, inv={"VCPU": Inventory(8)}, **kw),
+        rec(f"{name}-agent", inv={}, parent=name, root=name, traits={"CUSTOM_VNIC"}),
+        rec(f"{name}-br", inv=bw, parent=f"{name}-agent", root=name, traits={"CUSTOM_PHYS_A"}),
+        rec(f"{name}-pci1", inv=pci, parent=name, root=name),
+        rec(f"{name}-pci0", inv=pci, parent=name, root=name),
+    ]
+
+
+def test_an_empty_query_is_declined():
     view = loaded([rec("a")])
-    suffixed = AllocationCandidatesQuery([QueryGroup(suffix="1", resources={"VCPU": 1})])
-    assert "granular" in declined(view, suffixed)
-    two = q()
-    two.groups.append(QueryGroup(suffix="_G", resources={"VCPU": 1}))
-    assert "granular" in declined(view, two)
-    subtree = AllocationCandidatesQuery(
-        [
-            QueryGroup(suffix="1", resources={"VCPU": 1}),
-            QueryGroup(suffix="2", required_traits={"T"}),
-        ],
-        same_subtree=[["1", "2"]],
-    )
-    assert "same_subtree" in declined(view, subtree)
     assert "empty" in declined(view, AllocationCandidatesQuery())
     assert declined(view, AllocationCandidatesQuery([QueryGroup(resources={"VCPU": 0})]))
-    traits_only = AllocationCandidatesQuery([QueryGroup(required_traits={"T"})])
-    assert "without resources" in declined(view, traits_only)
-    # and the same view answers the plain shape
-    assert picked(view, q()) == {"a"}
 
 
-def test_a_class_on_any_child_or_sharing_provider_is_declined_wherever_it_is():
+def test_a_port_group_lands_on_the_bridge_with_its_physnet():
+    view = loaded([*host("a"), *host("b")])
+    port = QueryGroup(
+        suffix="_PORT",
+        resources={"NET_BW_EGR_KILOBIT_PER_SEC": 100},
+        required_traits={"CUSTOM_PHYS_A"},
+    )
+    requests = answered(view, ask(QueryGroup(resources={"VCPU": 1}), port, group_policy="none"))
+    assert sorted(requests, key=str) == [
+        {
+            "allocations": {
+                h: {"resources": {"VCPU": 1}},
+                f"{h}-br": {"resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 100}},
+            },
+            "mappings": {"": [h], "_PORT": [f"{h}-br"]},
+        }
+        for h in ("a", "b")
+    ]
+    # the bridge's trait is its own: the root does not have it, nor does it flow up
+    assert (
+        answered(view, ask(QueryGroup(resources={"VCPU": 1}, required_traits={"CUSTOM_PHYS_A"})))
+        == []
+    )
+    answer = view.candidates(ask(QueryGroup(resources={"VCPU": 1}), port, group_policy="none"))
+    assert set(answer.candidates.provider_summaries) == {rp.uuid for rp in [*host("a"), *host("b")]}
+
+
+def test_each_device_is_a_candidate_of_its_own_and_the_first_by_name_comes_first():
+    view = loaded(host("a"))
+    pci = QueryGroup(suffix="_PCI", resources={"CUSTOM_PCI_X": 1})
+    requests = answered(view, ask(QueryGroup(resources={"VCPU": 1}), pci, group_policy="none"))
+    assert [r["mappings"]["_PCI"] for r in requests] == [["a-pci0"], ["a-pci1"]]
+    # two devices: isolate puts them on distinct providers, none lets one take both (it
+    # has room for one only, so the capacity check of the merged request drops that)
+    two = [
+        QueryGroup(suffix="_PCI1", resources={"CUSTOM_PCI_X": 1}),
+        QueryGroup(suffix="_PCI2", resources={"CUSTOM_PCI_X": 1}),
+    ]
+    for policy in ("none", "isolate"):
+        requests = answered(view, ask(*two, group_policy=policy))
+        assert {(r["mappings"]["_PCI1"][0], r["mappings"]["_PCI2"][0]) for r in requests} == {
+            ("a-pci0", "a-pci1"),
+            ("a-pci1", "a-pci0"),
+        }
+
+
+def test_isolate_keeps_groups_apart_and_none_may_merge_them_on_one_provider():
+    view = loaded([rec("a", inv={"VCPU": Inventory(8)})])
+    groups = [
+        QueryGroup(suffix="1", resources={"VCPU": 1}),
+        QueryGroup(suffix="2", resources={"VCPU": 2}),
+    ]
+    assert answered(view, ask(*groups, group_policy="isolate")) == []
+    assert answered(view, ask(*groups, group_policy="none")) == [
+        {"allocations": {"a": {"resources": {"VCPU": 3}}}, "mappings": {"1": ["a"], "2": ["a"]}}
+    ]
+    # merged amounts must fit: 5 + 4 > 8
+    groups[0].resources["VCPU"], groups[1].resources["VCPU"] = 5, 4
+    assert answered(view, ask(*groups, group_policy="none")) == []
+
+
+def test_the_unsuffixed_group_takes_each_class_from_any_provider_of_the_tree():
     view = loaded(
         [
-            rec("a", inv={"VCPU": Inventory(8), "DISK_GB": Inventory(10)}),
-            rec("b", inv={"MEMORY_MB": Inventory(512)}),
-            # another tree's child has PCPU; a sharing provider has DISK_GB
-            rec("b-kid", inv={"PCPU": Inventory(4)}, parent="b", root="b"),
-            rec("share", inv={"DISK_GB": Inventory(100)}, traits={SHARING_TRAIT}),
+            rec("a", inv={"MEMORY_MB": Inventory(1024)}, traits={"CUSTOM_ROOT"}),
+            rec("n0", inv={"VCPU": Inventory(4)}, parent="a", root="a", traits={"CUSTOM_NUMA"}),
+            rec("n1", inv={"VCPU": Inventory(4)}, parent="a", root="a"),
         ]
     )
-    assert "nested" in declined(view, q({"VCPU": 1, "PCPU": 1}))
-    assert "sharing" in declined(view, q({"DISK_GB": 1}))
-    assert "sharing" in declined(view, q({"VCPU": 1, "DISK_GB": 1}, in_tree="a"))
-    assert picked(view, q({"VCPU": 1})) == {"a"}
-    assert picked(view, q({"MEMORY_MB": 1})) == {"b"}
-    # the child gives PCPU up, and the sharing provider stops sharing: both lift
-    view.apply(
-        [
-            rec("b-kid", gen=2, inv={"CUSTOM_NIC": Inventory(4)}, parent="b", root="b"),
-            rec("share", gen=2, inv={"DISK_GB": Inventory(100)}),
-        ],
-        [],
-        1000.0,
+    requests = answered(view, ask(QueryGroup(resources={"VCPU": 1, "MEMORY_MB": 64})))
+    assert [r["mappings"][""] for r in requests] == [["a", "n0"], ["a", "n1"]]
+    # required traits are the chosen providers' together: the root's and one NUMA node's
+    both = QueryGroup(
+        resources={"VCPU": 1, "MEMORY_MB": 64}, required_traits={"CUSTOM_ROOT", "CUSTOM_NUMA"}
     )
-    assert picked(view, q({"VCPU": 1, "PCPU": 1})) == set()
-    assert picked(view, q({"DISK_GB": 1})) == {"a", "share"}
-    assert "nested" in declined(view, q({"CUSTOM_NIC": 1}))
-    # a sharing child: its classes are both nested and shared; removing it lifts both
-    s_kid = rec("s-kid", inv={"VGPU": Inventory(1)}, parent="a", root="a", traits={SHARING_TRAIT})
-    view.apply([s_kid], [], 1000.0)
-    assert declined(view, q({"VGPU": 1}))
-    view.apply([], ["s-kid", "b-kid"], 1000.0)
-    assert picked(view, q({"VGPU": 1})) == set()
-    assert picked(view, q({"CUSTOM_NIC": 1})) == set()
+    assert [r["mappings"][""] for r in answered(view, ask(both))] == [["a", "n0"]]
+    # a root's trait does not flow down to the child that gives the only class asked
+    assert (
+        answered(view, ask(QueryGroup(resources={"VCPU": 1}, required_traits={"CUSTOM_ROOT"})))
+        == []
+    )
+    # a forbidden trait on one chosen provider drops that combination only
+    not_n0 = QueryGroup(resources={"VCPU": 1}, forbidden_traits={"CUSTOM_NUMA"})
+    assert [r["mappings"][""] for r in answered(view, ask(not_n0))] == [["n1"]]
 
 
-def test_a_class_on_two_children_stays_declined_until_both_are_gone():
+def test_aggregates_on_a_root_count_for_its_tree_in_the_unsuffixed_group_only():
     view = loaded(
         [
-            rec("a"),
-            rec("k1", inv={"PCPU": Inventory(1)}, parent="a", root="a"),
-            rec("k2", inv={"PCPU": Inventory(1)}, parent="a", root="a"),
+            rec("a", inv={"VCPU": Inventory(8)}, aggs={"agg"}),
+            rec("a-pci", inv={"CUSTOM_PCI_X": Inventory(1)}, parent="a", root="a"),
         ]
     )
+    unsuffixed = QueryGroup(resources={"CUSTOM_PCI_X": 1}, member_of=[["agg"]])
+    assert len(answered(view, ask(unsuffixed))) == 1
+    suffixed = QueryGroup(suffix="1", resources={"CUSTOM_PCI_X": 1}, member_of=[["agg"]])
+    assert answered(view, ask(suffixed)) == []
+    banned = QueryGroup(resources={"CUSTOM_PCI_X": 1}, forbidden_aggregates={"agg"})
+    assert answered(view, ask(banned)) == []
+
+
+def test_a_sharing_provider_serves_every_tree_of_its_aggregates():
+    view = loaded(
+        [
+            rec("a", inv={"VCPU": Inventory(8)}, aggs={"agg"}),
+            rec("b", inv={"VCPU": Inventory(8)}, aggs={"other"}),
+            rec("c", inv={"VCPU": Inventory(8)}, traits={"COMPUTE_STATUS_DISABLED"}, aggs={"agg"}),
+            rec("nfs", inv={"DISK_GB": Inventory(100)}, traits={SHARING_TRAIT}, aggs={"agg"}),
+        ]
+    )
+    query = ask(
+        QueryGroup(resources={"VCPU": 1, "DISK_GB": 10}), root_forbidden={"COMPUTE_STATUS_DISABLED"}
+    )
+    assert answered(view, query) == [
+        {
+            "allocations": {"a": {"resources": {"VCPU": 1}}, "nfs": {"resources": {"DISK_GB": 10}}},
+            "mappings": {"": ["a", "nfs"]},
+        }
+    ]
+    # a granular group only the sharing provider serves is one request, however many
+    # trees it is reached from
+    alone = QueryGroup(suffix="1", resources={"DISK_GB": 10})
+    assert len(answered(view, ask(alone))) == 1
+    assert (
+        len(answered(view, ask(QueryGroup(resources={"VCPU": 1}), alone, group_policy="none"))) == 2
+    )
+
+
+def test_same_subtree_and_resourceless_groups():
+    view = loaded(host("a"))
+    port = QueryGroup(suffix="_BW", resources={"NET_BW_EGR_KILOBIT_PER_SEC": 10})
+    agent = QueryGroup(suffix="_AGENT", required_traits={"CUSTOM_VNIC"})
+    pci = QueryGroup(suffix="_PCI", resources={"CUSTOM_PCI_X": 1})
+    under_agent = ask(port, agent, group_policy="none", same_subtree=[["_AGENT", "_BW"]])
+    assert answered(view, under_agent) == [
+        {
+            "allocations": {"a-br": {"resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 10}}},
+            "mappings": {"_AGENT": ["a-agent"], "_BW": ["a-br"]},
+        }
+    ]
+    # a device is not under the agent
+    assert (
+        answered(view, ask(pci, agent, group_policy="none", same_subtree=[["_AGENT", "_PCI"]]))
+        == []
+    )
+    # Placement: a resourceless group with neither required traits nor aggregates matches
+    # nothing (only forbidden traits here)
+    nothing = QueryGroup(suffix="_AGENT", forbidden_traits={"CUSTOM_NONE"})
+    assert (
+        answered(view, ask(port, nothing, group_policy="none", same_subtree=[["_AGENT", "_BW"]]))
+        == []
+    )
+
+
+def test_any_of_traits():
+    view = loaded([rec("a", traits={"CUSTOM_A"}), rec("b", traits={"CUSTOM_B"}), rec("c")])
+    query = ask(QueryGroup(resources={"VCPU": 1}, required_any=[{"CUSTOM_A", "CUSTOM_B"}]))
+    assert picked(view, query) == {"a", "b"}
+    assert query.microversion() == "1.39"
+    assert "required=in%3ACUSTOM_A%2CCUSTOM_B" in query.to_querystring()
+
+
+@pytest.mark.parametrize(
+    "strategy, roots", [("depth-first", ["a", "a", "b"]), ("breadth-first", ["a", "b", "c"])]
+)
+def test_max_allocation_candidates_and_the_strategies(strategy, roots):
+    fleet = [r for name in ("a", "b", "c") for r in host(name)]
+    options = SearchOptions(
+        max_allocation_candidates=3, allocation_candidates_generation_strategy=strategy
+    )
+    view = loaded(fleet, search=options)
+    pci = QueryGroup(suffix="_PCI", resources={"CUSTOM_PCI_X": 1})
+    port = QueryGroup(suffix="_BW", resources={"NET_BW_EGR_KILOBIT_PER_SEC": 1})
+    answer = view.candidates(ask(QueryGroup(resources={"VCPU": 1}), pci, port, group_policy="none"))
+    assert answer.matched == 3
+    assert [next(iter(r["allocations"])) for r in answer.candidates.allocation_requests] == roots
+
+
+def test_a_class_moving_between_root_and_children_changes_the_path_not_the_answer():
+    view = loaded([rec("a"), rec("k1", inv={"PCPU": Inventory(1)}, parent="a", root="a")])
+    assert picked(view, q({"PCPU": 1})) == {"k1"}
     view.apply([], ["k1"], 1000.0)
-    assert declined(view, q({"PCPU": 1}))
-    view.apply([], ["k2"], 1000.0)
     assert picked(view, q({"PCPU": 1})) == set()
+    view.apply([rec("a", gen=2, inv={"PCPU": Inventory(2)})], [], 1000.0)
+    assert picked(view, q({"PCPU": 1})) == {"a"}
 
 
 def test_not_loaded_and_too_old():
@@ -550,9 +694,11 @@ def test_indexes_follow_trait_aggregate_and_parent_changes_and_removals():
     assert picked(view, q(member_of=[["agg2"]])) == {"a", "b"}
     assert picked(view, q(forbidden_aggregates={"agg2"})) == set()
     assert set(view.candidates(q(in_tree="ak")).candidates.provider_summaries) == {"a", "ak"}
-    # b becomes a child of a: no longer a candidate of its own, its VCPU is nested now
+    # b becomes a child of a: no longer a candidate of its own, its VCPU is a's tree's now
     view.apply([rec("b", gen=2, traits={"T2"}, aggs={"agg2"}, parent="a", root="a")], [], 1000.0)
-    assert "nested" in declined(view, q())
+    assert answered(view, q()) == [
+        {"allocations": {rp: {"resources": {"VCPU": 1}}}, "mappings": {"": [rp]}} for rp in "ab"
+    ]
     assert picked(view, q({"MEMORY_MB": 1}, required_traits={"T2"})) == {"a"}
     assert picked(view, q({"MEMORY_MB": 1}, in_tree="b")) == {"a"}
     assert set(view.candidates(q({"MEMORY_MB": 1})).candidates.provider_summaries) == {
@@ -560,7 +706,7 @@ def test_indexes_follow_trait_aggregate_and_parent_changes_and_removals():
         "ak",
         "b",
     }
-    # b is a root again with other inventory; the VCPU refusal lifts, a's tree shrinks back
+    # b is a root again with other inventory; a's tree shrinks back
     view.apply([rec("b", gen=3, inv={"MEMORY_MB": Inventory(10)}, traits={"T3"})], [], 1000.0)
     assert picked(view, q(required_traits={"T2"})) == {"a"}
     assert picked(view, q({"MEMORY_MB": 1}, required_traits={"T3"})) == {"b"}
@@ -729,6 +875,21 @@ def test_the_view_follows_placements_rules(records, query):
                 for rc, inv in r.inventories.items()
             }
             assert summaries[r.uuid]["traits"] == sorted(r.traits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=fleets(), query=queries())
+def test_the_search_over_trees_answers_flat_queries_as_the_scan_of_roots(records, query):
+    """The two paths agree where both apply: the scan the view takes for one unsuffixed
+    group of root-only classes, and the search over trees it takes for everything else."""
+    view = loaded(records)
+    scanned = view.candidates(query)
+    searched, found = TreeSearch(view, query, SearchOptions()).run()
+    assert found == scanned.matched
+    assert sorted(map(str, searched.allocation_requests)) == sorted(
+        map(str, scanned.candidates.allocation_requests)
+    )
+    assert searched.provider_summaries == scanned.candidates.provider_summaries
 
 
 REMOVABLE = st.sets(st.sampled_from(("r0", "r1", "r3", "k0")))
