@@ -344,7 +344,7 @@ class TreeSearch:
         if group.forbidden_traits:
             mask &= ~self._any("t", group.forbidden_traits)
         roots = np.flatnonzero(mask)
-        return _Matches.of_pairs(roots, roots, self._rank(), tuple(amounts), spread=True)
+        return _Matches.of_pairs(roots, roots, self._rank(), tuple(amounts))
 
     def _spread_on_trees(
         self, group: QueryGroup, amounts: list, per_class: list[tuple[np.ndarray, np.ndarray]]
@@ -416,13 +416,9 @@ class TreeSearch:
         chosen: Any = range(found)
         if limit is not None and found > limit:
             chosen = sorted((rng or random).sample(range(found), limit))
-        combos = [results[i] for i in chosen] if isinstance(results, list) else None
-        if combos is None:
-            combos = [
-                tuple(m.pick(start + j) for m, (start, j) in zip(matches, ways, strict=True))
-                for ways in results.ways(chosen)
-            ]
-        return self._answer(combos, suffixes), found
+        if isinstance(results, list):
+            return self._answer([results[i] for i in chosen], suffixes), found
+        return self._answer_grid(results.ways(chosen), matches, suffixes), found
 
     def _independent(self, suffixes: list[str]) -> bool:
         """Whether every combination of one way per group is a candidate: no class asked
@@ -512,34 +508,89 @@ class TreeSearch:
         return False
 
     # -- 4. the answer -------------------------------------------------------------------------
+    def _uuids(self) -> list[str]:
+        """Each slot's provider uuid (cached until the indexes change)."""
+        key = ("uuids", self.size)
+        cached = self.view.derived.get(key)
+        if cached is None:
+            cached = [e.rec.uuid if e is not None else "" for e in self.slots]
+            self.view.derived[key] = cached
+        return cached
+
+    def _answer_grid(
+        self, rows: np.ndarray, matches: list[_Matches], suffixes: list[str]
+    ) -> AllocationCandidates:
+        """The answer of chosen grid combinations (``rows``: one flat index per group and
+        combination): one provider per way, or a pick."""
+        uuid_of = self._uuids()
+        columns: list[tuple[str, list[Any], dict[str, int] | None]] = []
+        given: list[np.ndarray] = []  # the slots that give resources
+        for g, m in enumerate(matches):
+            at = rows[:, g]
+            if m.picks is None:
+                slots = m.providers[at]
+                if m.amounts:
+                    given.append(slots)
+                columns.append((suffixes[g], [uuid_of[s] for s in slots.tolist()], dict(m.amounts)))
+            else:
+                picks = [m.picks[i] for i in at.tolist()]
+                given.extend(
+                    np.fromiter((slot for slot, _, _ in p.taken), dtype=np.int64) for p in picks
+                )
+                columns.append((suffixes[g], picks, None))
+        requests = []
+        for r in range(len(rows)):
+            allocations: dict[str, dict[str, dict[str, int]]] = {}
+            mappings: dict[str, list[str]] = {}
+            for suffix, ways, amounts in columns:
+                if amounts is not None:
+                    uuid = ways[r]
+                    if amounts:
+                        body = allocations.get(uuid)
+                        if body is None:
+                            allocations[uuid] = {"resources": dict(amounts)}
+                        else:  # (no class is asked by two groups here)
+                            body["resources"].update(amounts)
+                    mappings[suffix] = [uuid]
+                    continue
+                mapped, taken = ways[r]
+                for slot, rc, n in taken:
+                    body = allocations.setdefault(uuid_of[slot], {"resources": {}})
+                    body["resources"][rc] = n
+                mappings[suffix] = [uuid_of[p] for p in mapped]
+            requests.append({"allocations": allocations, "mappings": mappings})
+        roots: Any = ()
+        if given:
+            root_slots = self.shape.root[np.unique(np.concatenate(given))]
+            roots = [uuid_of[s] for s in np.unique(root_slots[root_slots >= 0]).tolist()]
+        return AllocationCandidates(requests, self.view.summaries(roots))
+
     def _answer(
         self, results: list[tuple[_Pick, ...]], suffixes: list[str]
     ) -> AllocationCandidates:
         slots = self.slots
+        uuids: dict[int, str] = {}  # slot -> uuid, for this answer
+        used: set[int] = set()  # the providers that give resources
         requests = []
-        trees: set[str] = set()
         for combo in results:
             allocations: dict[str, dict[str, dict[str, int]]] = {}
             mappings: dict[str, list[str]] = {}
-            for suffix, pick in zip(suffixes, combo, strict=True):
-                for slot, rc, n in pick.taken:
-                    body = allocations.setdefault(slots[slot].rec.uuid, {"resources": {}})
-                    body["resources"][rc] = body["resources"].get(rc, 0) + n
-                mapped = mappings.setdefault(suffix, [])
-                for p in pick.mapped:
-                    uuid = slots[p].rec.uuid
-                    if uuid not in mapped:
-                        mapped.append(uuid)
-            for slot, _, _ in (t for pick in combo for t in pick.taken):
-                trees.add(slots[slot].rec.root_uuid)
+            for suffix, (mapped, taken) in zip(suffixes, combo, strict=True):
+                for slot, rc, n in taken:
+                    uuid = uuids.get(slot)
+                    if uuid is None:
+                        uuid = uuids[slot] = slots[slot].rec.uuid
+                        used.add(slot)
+                    body = allocations.get(uuid)
+                    if body is None:
+                        allocations[uuid] = {"resources": {rc: n}}
+                    else:
+                        resources = body["resources"]
+                        resources[rc] = resources.get(rc, 0) + n
+                # (a group's providers are distinct, and each group has its own suffix)
+                mappings[suffix] = [uuids.get(p) or slots[p].rec.uuid for p in mapped]
             requests.append({"allocations": allocations, "mappings": mappings})
-        summaries: dict[str, dict[str, Any]] = {}
-        for root in trees:
-            entry = self.view.entry(root)
-            if entry is not None:
-                summaries[root] = entry.summary()
-            for child in self.view.tree(root):
-                summaries[child] = self.view.entry(child).summary()
+        summaries = self.view.summaries({slots[slot].rec.root_uuid for slot in used})
         return AllocationCandidates(requests, summaries)
 
 
@@ -547,16 +598,16 @@ class _Matches:
     """One group's ways, per anchor: ``anchors`` (slots, ascending), and for each the
     ``starts``/``counts`` of its ways in a flat list (``pick(i)``)."""
 
-    __slots__ = ("anchors", "starts", "counts", "_providers", "_amounts", "_spread", "_picks")
+    __slots__ = ("anchors", "starts", "counts", "providers", "amounts", "picks")
 
     def __init__(self, anchors: np.ndarray, starts: np.ndarray, counts: np.ndarray):
         self.anchors = anchors
         self.starts = starts
         self.counts = counts
-        self._providers: np.ndarray | None = None
-        self._amounts: tuple = ()
-        self._spread = False
-        self._picks: list[_Pick] | None = None
+        # one provider per way (``providers``, each taking ``amounts``), or a list of picks
+        self.providers: np.ndarray = np.empty(0, dtype=np.int64)
+        self.amounts: tuple = ()
+        self.picks: list[_Pick] | None = None
 
     @classmethod
     def of_pairs(
@@ -565,16 +616,14 @@ class _Matches:
         anchors: np.ndarray,
         rank: np.ndarray,
         amounts: tuple,
-        spread: bool = False,
     ) -> _Matches:
         """One provider per way: (provider, anchor) pairs, each anchor's in name order."""
         order = np.lexsort((rank[providers], anchors))
         providers, anchors = providers[order], anchors[order]
         unique, starts, counts = np.unique(anchors, return_index=True, return_counts=True)
         found = cls(unique, starts, counts)
-        found._providers = providers
-        found._amounts = amounts
-        found._spread = spread
+        found.providers = providers
+        found.amounts = amounts
         return found
 
     @classmethod
@@ -583,7 +632,7 @@ class _Matches:
         counts = np.asarray([len(lists[a]) for a in anchors.tolist()], dtype=np.int64)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
         found = cls(anchors, starts, counts)
-        found._picks = [p for a in anchors.tolist() for p in lists[a]]
+        found.picks = [p for a in anchors.tolist() for p in lists[a]]
         return found
 
     def spans(self, anchors: np.ndarray) -> np.ndarray:
@@ -592,11 +641,10 @@ class _Matches:
         return np.stack((self.starts[at], self.counts[at]), axis=1)
 
     def pick(self, i: int) -> _Pick:
-        if self._picks is not None:
-            return self._picks[i]
-        slot = int(self._providers[i])
-        taken = tuple((slot, rc, n) for rc, n in self._amounts)
-        return _Pick((slot,), taken)
+        if self.picks is not None:
+            return self.picks[i]
+        slot = int(self.providers[i])
+        return _Pick((slot,), tuple((slot, rc, n) for rc, n in self.amounts))
 
 
 class _Grid:
@@ -620,19 +668,18 @@ class _Grid:
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
 
-    def ways(self, chosen: Any) -> Iterator[list[tuple[int, int]]]:
-        """For each chosen index: per group, (start of the anchor's ways, the way)."""
-        chosen = np.asarray(list(chosen), dtype=np.int64)
+    def ways(self, chosen: Any) -> np.ndarray:
+        """For each chosen index, each group's way: the flat index of its pick (one row per
+        chosen index, one column per group)."""
+        chosen = np.asarray(chosen, dtype=np.int64)
         at = np.searchsorted(self.ends, chosen, side="right")
-        first = self.ends[at] - self.sizes[at]
-        for k, offset in zip(at.tolist(), (chosen - first).tolist(), strict=True):
-            digits = []
-            for span in reversed(self.spans):  # the last group varies fastest
-                start, count = int(span[k, 0]), int(span[k, 1])
-                offset, j = divmod(offset, count)
-                digits.append((start, j))
-            digits.reverse()
-            yield digits
+        offset = chosen - (self.ends[at] - self.sizes[at])
+        rows = np.empty((len(chosen), len(self.spans)), dtype=np.int64)
+        for g in range(len(self.spans) - 1, -1, -1):  # the last group varies fastest
+            count = self.spans[g][at, 1]
+            offset, j = np.divmod(offset, count)
+            rows[:, g] = self.spans[g][at, 0] + j
+        return rows
 
 
 def _capped(sizes: np.ndarray, cap: int, strategy: str) -> np.ndarray:

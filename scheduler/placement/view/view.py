@@ -30,7 +30,7 @@ import random
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,6 +164,40 @@ class _Shape:
             new = np.full(size, -1 if name == "root" else 0, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
+
+
+class ProviderSummaries(Mapping[str, dict[str, Any]]):
+    """The ``provider_summaries`` of an answer: every provider of the trees given, each
+    made on first access (the scheduler reads only which providers there are; explain,
+    capacity and the hints read the summaries). Read-only."""
+
+    __slots__ = ("_entries", "_keys")
+
+    def __init__(self, entries: dict[str, _Entry], keys: list[str]):
+        self._entries = entries
+        self._keys = keys
+
+    def __getitem__(self, uuid: str) -> dict[str, Any]:
+        if uuid not in self._entries:
+            raise KeyError(uuid)
+        return self._entries[uuid].summary()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, uuid: object) -> bool:
+        return uuid in self._entries
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return dict(self.items()) == dict(other.items())
+
+    def __repr__(self) -> str:
+        return f"ProviderSummaries({dict(self.items())!r})"
 
 
 def unsupported_reason(query: AllocationCandidatesQuery) -> str | None:
@@ -517,6 +551,19 @@ class ProviderView:
         """The descendants of a root provider (the root not included)."""
         return self._children.get(root, _NO_PROVIDERS)
 
+    def summaries(self, roots: Iterable[str]) -> ProviderSummaries:
+        """The provider summaries of these trees (every provider of each)."""
+        derived = self.derived
+        keys: list[str] = []
+        for root in roots:
+            members = derived.get(("tree", root))
+            if members is None:
+                members = derived["tree", root] = (
+                    (root,) if root in self._entries else ()
+                ) + tuple(self._children.get(root, ()))
+            keys.extend(members)
+        return ProviderSummaries(self._entries, keys)
+
     # -- the scheduler's side -----------------------------------------------------------------
     @property
     def loaded(self) -> bool:
@@ -687,13 +734,11 @@ class ProviderView:
 
     def _answer(self, matched: list[_Entry], amounts: dict[str, int]) -> AllocationCandidates:
         requests = []
-        summaries: dict[str, dict[str, Any]] = {}
+        roots = []
         for entry in matched:
             uuid = entry.rec.uuid
             requests.append(
                 {"allocations": {uuid: {"resources": dict(amounts)}}, "mappings": {"": [uuid]}}
             )
-            summaries[uuid] = entry.summary()
-            for child in self._children.get(uuid, ()):
-                summaries[child] = self._entries[child].summary()
-        return AllocationCandidates(requests, summaries)
+            roots.append(uuid)
+        return AllocationCandidates(requests, self.summaries(roots))
