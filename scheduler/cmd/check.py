@@ -18,8 +18,10 @@ The checks, in order (later ones use what earlier ones found):
    novasched reads (``db.queries.READ_COLUMNS``);
 4. Placement answers at microversion 1.36 with the configured credentials;
 5. Placement's own ``allocation_conflict_retry_count`` is safe for concurrent claims;
-6. the message broker of ``[DEFAULT] transport_url`` answers;
-7. every compute node has a nova-compute service record and a resource provider.
+6. Placement's own ``max_allocation_candidates`` and
+   ``allocation_candidates_generation_strategy`` are the provider view's;
+7. the message broker of ``[DEFAULT] transport_url`` answers;
+8. every compute node has a nova-compute service record and a resource provider.
 """
 
 from __future__ import annotations
@@ -632,6 +634,31 @@ def read_placement_config(path: str) -> tuple[int, bool, str | None]:
     return value, raw in (None, ""), connection
 
 
+# Placement's options that change its allocation candidates, and their defaults; novasched
+# repeats them under the same names in its own [placement] group for the provider view
+CANDIDATE_OPTIONS = {
+    "max_allocation_candidates": "-1",
+    "allocation_candidates_generation_strategy": "depth-first",
+}
+
+
+def read_candidate_options(path: str) -> dict[str, str]:
+    """Placement's own ``CANDIDATE_OPTIONS`` from its config file (its defaults where unset).
+    Raises OSError for a file that cannot be read, ValueError for one that cannot be
+    parsed."""
+    parser = configparser.RawConfigParser(strict=False, default_section="\0none")
+    with open(path, encoding="utf-8") as fh:
+        try:
+            parser.read_file(fh)
+        except configparser.Error as exc:
+            raise ValueError(f"{path} is not an ini file: {exc}") from exc
+    found = dict(CANDIDATE_OPTIONS)
+    for name in CANDIDATE_OPTIONS:
+        if parser.has_option("placement", name):
+            found[name] = parser.get("placement", name).strip() or CANDIDATE_OPTIONS[name]
+    return found
+
+
 def conflict_retry_status(value: int, backend: str | None, placement_workers: int | None) -> Status:
     """The rule: OK when Placement retries at most once (the race comes back as a 409 the
     scheduler retries), when it runs on SQLite (one worker), or when it runs one API
@@ -925,12 +952,68 @@ def check_compute_nodes(ctx: CheckContext) -> CheckResult:
 
 # ----------------------------------------------------------------------------- runner
 
+
+@check("Placement's candidate options")
+def check_candidate_options(ctx: CheckContext) -> CheckResult:
+    """novasched's ``[placement] max_allocation_candidates`` and
+    ``allocation_candidates_generation_strategy`` equal Placement's own (read from its config
+    file: the API does not show them), so that the provider view stops where Placement stops."""
+    name = check_candidate_options.check_name  # type: ignore[attr-defined]
+    opts = ctx.conf.placement
+    ours = {n: str(getattr(opts, n)) for n in CANDIDATE_OPTIONS}
+    shown = ", ".join(f"{n} = {v}" for n, v in ours.items())
+    feed = opts.view_feed
+    if feed == "none" or (feed == "auto" and not opts.view_database_connection):
+        return CheckResult.ok(
+            name, "the provider view is off ([placement] view_feed): Placement answers every query"
+        )
+    path = ctx.placement_config_file
+    if path is None and os.access(DEFAULT_PLACEMENT_CONFIG, os.R_OK):
+        path = DEFAULT_PLACEMENT_CONFIG
+    remedy = (
+        "Pass Placement's configuration with --placement-config-file, or make sure novasched's "
+        "[placement] max_allocation_candidates and allocation_candidates_generation_strategy "
+        "are Placement's own (placement.conf, same names)."
+    )
+    if path is None:
+        return CheckResult.warning(
+            name,
+            f"cannot be confirmed: Placement's configuration could not be read "
+            f"({DEFAULT_PLACEMENT_CONFIG} is not readable). The provider view uses {shown}.",
+            remedy,
+        )
+    try:
+        theirs = read_candidate_options(path)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return CheckResult.warning(
+            name,
+            f"cannot be confirmed: Placement's configuration could not be read from {path}: "
+            f"{reason}. The provider view uses {shown}.",
+            remedy,
+        )
+    differ = [n for n in CANDIDATE_OPTIONS if theirs[n] != ours[n]]
+    if not differ:
+        return CheckResult.ok(name, f"{path}: {shown}, as novasched's [placement]")
+    details = "; ".join(
+        f"Placement's {n} = {theirs[n]}, novasched's {n} = {ours[n]}" for n in differ
+    )
+    return CheckResult.warning(
+        name,
+        f"{path}: {details}: the provider view would not stop where Placement stops",
+        "Set in novasched's [placement]: "
+        + ", ".join(f"{n} = {theirs[n]}" for n in differ)
+        + " (Placement's values).",
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     check_plugins,
     check_ignored_options,
     check_databases,
     check_placement,
     check_conflict_retries,
+    check_candidate_options,
     check_broker,
     check_compute_nodes,
 )

@@ -908,6 +908,8 @@ def count_request(trace: Trace) -> None:
         m.stage.labels(stage=metrics.stage_label(step)).observe(seconds)
     if trace.candidate_source:
         m.candidate_source.labels(source=trace.candidate_source).inc()
+    if trace.view_declined:
+        m.view_declined.labels(reason=metrics.declined_label(trace.view_declined)).inc()
     for attempt in trace.attempts():
         for name, count in attempt.filter_removed.items():
             if count:

@@ -90,6 +90,7 @@ class Metrics:
     alternates: Any
     stage: Any
     candidate_source: Any
+    view_declined: Any
     filter_removed: Any
     claims: Any
     claim_retries: Any
@@ -168,6 +169,14 @@ def _build(registry: Any) -> Metrics:
             "novasched_candidate_source",
             "Where a call's allocation candidates came from: the provider view or Placement.",
             ("source",),
+        ),
+        view_declined=counter(
+            "novasched_view_declined",
+            "Calls the provider view did not answer (Placement did), by why: not_loaded, "
+            "too_old, not_checked (the freshness check failed, took too long or refreshes are "
+            "failing), no_candidate (an empty answer is Placement's to give), failed (a fault "
+            "of the view, logged), empty_query.",
+            ("reason",),
         ),
         filter_removed=counter(
             "novasched_filter_hosts_removed",
@@ -324,6 +333,23 @@ def disable() -> None:
     """Back to the do-nothing stand-ins."""
     global M
     M = _null_metrics()
+
+
+_DECLINED = (
+    ("not loaded", "not_loaded"),
+    (" s old", "too_old"),
+    ("found no candidate", "no_candidate"),
+    ("empty query", "empty_query"),
+    ("view failed", "failed"),
+)
+
+
+def declined_label(reason: str) -> str:
+    """The ``reason`` label of novasched_view_declined_total for why the view declined."""
+    for words, label in _DECLINED:
+        if words in reason:
+            return label
+    return "not_checked"
 
 
 def stage_label(step: str) -> str:

@@ -43,6 +43,7 @@ CHECK_NAMES = [
     "API and cell databases",
     "Placement API",
     "Placement conflict retries",
+    "Placement's candidate options",
     "Message broker",
     "Compute nodes, services and providers",
 ]
@@ -184,7 +185,7 @@ def test_good_setup_every_check_is_ok(world, tmp_path):
     assert rc == 0, out
     assert {name: result for name, (result, _) in rows.items()} == dict.fromkeys(CHECK_NAMES, "OK")
     assert "\r" not in out  # not a terminal: no progress bar
-    assert "7 checks: 7 OK, 0 WARNING, 0 FAILURE" in out
+    assert "8 checks: 8 OK, 0 WARNING, 0 FAILURE" in out
     # every cell was read, and every compute node found its service and provider
     nodes = rows["Compute nodes, services and providers"][1]
     assert "cell cell1:" in nodes and "cell cell2:" in nodes

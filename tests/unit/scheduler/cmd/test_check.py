@@ -128,7 +128,7 @@ def test_a_check_that_raises_is_a_failure_of_that_check(tmp_path):
 
 
 def test_every_check_has_a_name():
-    assert len({c.check_name for c in check.CHECKS}) == len(check.CHECKS) == 7
+    assert len({c.check_name for c in check.CHECKS}) == len(check.CHECKS) == 8
 
 
 # ---------------------------------------------------------------- conflict-retry rule
@@ -368,3 +368,41 @@ def test_broker_fake_and_other_drivers(tmp_path):
     result = check.check_broker(CheckContext(kafka))
     assert result.status is Status.WARNING and "not checked" in result.details
     assert "kafka://u:***@h:9092/" in result.details and result.remedy
+
+
+# ---------------------------------------------------------------- Placement's candidate options
+
+
+def test_candidate_options_are_confirmed_against_placements_config(tmp_path):
+    placement = tmp_path / "placement.conf"
+    placement.write_text("[placement]\nallocation_conflict_retry_count = 1\n")
+    view_on = "[placement]\nview_feed = api\n"
+    ctx = CheckContext(make_conf(tmp_path, view_on), placement_config_file=str(placement))
+    result = check.check_candidate_options(ctx)
+    assert result.status is Status.OK, result.details  # both at Placement's defaults
+    placement.write_text(
+        "[placement]\nmax_allocation_candidates = 100000\n"
+        "allocation_candidates_generation_strategy = breadth-first\n"
+    )
+    result = check.check_candidate_options(ctx)
+    assert result.status is Status.WARNING
+    assert "Placement's max_allocation_candidates = 100000" in result.details
+    assert "max_allocation_candidates = 100000" in result.remedy
+    assert "allocation_candidates_generation_strategy = breadth-first" in result.remedy
+    same = view_on + (
+        "max_allocation_candidates = 100000\n"
+        "allocation_candidates_generation_strategy = breadth-first\n"
+    )
+    ctx = CheckContext(make_conf(tmp_path, same), placement_config_file=str(placement))
+    assert check.check_candidate_options(ctx).status is Status.OK
+
+
+def test_candidate_options_that_cannot_be_confirmed_are_a_warning(tmp_path):
+    conf = make_conf(tmp_path, "[placement]\nview_feed = api\n")
+    ctx = CheckContext(conf, placement_config_file=str(tmp_path / "missing.conf"))
+    result = check.check_candidate_options(ctx)
+    assert result.status is Status.WARNING
+    assert "cannot be confirmed" in result.details and "--placement-config-file" in result.remedy
+    # without the provider view, Placement answers every query: nothing to confirm
+    ctx = CheckContext(make_conf(tmp_path), placement_config_file=str(tmp_path / "missing.conf"))
+    assert check.check_candidate_options(ctx).status is Status.OK

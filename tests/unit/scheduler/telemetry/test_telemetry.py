@@ -326,6 +326,26 @@ def test_not_enough_names_the_filter_that_removed_the_last_host():
     assert _cause(req) == ("other", "")
 
 
+@pytest.mark.parametrize(
+    "why, label",
+    [
+        ("the provider view is not loaded yet", "not_loaded"),
+        ("the provider view is 12.5 s old", "too_old"),
+        ("the provider view found no candidate", "no_candidate"),
+        ("the provider view failed (see the log)", "failed"),
+        ("the view does not answer an empty query", "empty_query"),
+        ("the provider view's freshness check took too long", "not_checked"),
+        ("the provider view's refreshes are failing (timeout)", "not_checked"),
+    ],
+)
+def test_why_the_view_declined_is_counted_by_kind(registry, why, label):
+    req = _request()
+    req.trace.candidate_source = "placement"
+    req.trace.view_declined = why
+    count_request(req.trace)
+    assert registry.get_sample_value("novasched_view_declined_total", {"reason": label}) == 1
+
+
 def test_a_requests_stages_sources_removals_and_claims_are_counted(registry):
     req = _request()
     req.trace.timings = {"placement": 0.2, "host_states": 0.01, "filter": 0.002, "claim": 0.05}
