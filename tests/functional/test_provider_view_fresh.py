@@ -356,6 +356,22 @@ def test_catch_up_sees_what_changed_on_each_backend(placement, fleet, client):
         assert resp.status_code == 200, resp.text
         assert feed.catch_up(view) >= 1
         assert view.record(fleet.child).root_uuid == other
+        # moved within that tree, under a new child: no generation and no root id changes,
+        # the parent ids do (same_subtree answers change)
+        mid = str(uuidlib.uuid4())
+        fleet.providers.insert(fleet.providers.index(fleet.child), mid)  # removed after it
+        client.create_provider(mid, f"dbfeed-mid-{mid[:8]}", parent_provider_uuid=other)
+        assert feed.catch_up(view) >= 1
+        resp = requests.put(
+            f"{placement.service.url}/resource_providers/{fleet.child}",
+            json={"name": f"dbfeed-gpu-{fleet.child[:8]}", "parent_provider_uuid": mid},
+            headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.37"},
+            timeout=30,
+        )
+        assert resp.status_code == 200, resp.text
+        assert feed.catch_up(view) >= 1
+        assert view.record(fleet.child).parent_uuid == mid
+        assert view.record(fleet.child).root_uuid == other
         checks = feed.catch_ups
         assert feed.catch_up(view) == 0 and feed.catch_ups == checks
     finally:

@@ -32,13 +32,13 @@ Renaming or re-parenting a provider does not change its generation; the feed see
 ``updated_at`` within the margin, and through the sums of parent and root ids otherwise.
 
 ``catch_up`` is the per-request check (``ViewRefresher.ensure_fresh``): one statement, the
-providers' count and sums of generations and root ids, compared with what the view holds plus
-one generation per own claim it counts and has not read yet. Every change Placement makes to a
-provider's traits, aggregates, inventory or allocations bumps its generation, and generations
-only grow; moving a provider to another tree changes its root id (and its descendants'). Equal
-sums prove that the view holds every such change committed before the statement began, but for
-allocations deleted (usage over-counted: a host left out) and a provider moved within its tree
-(no answer of the view changes), which the polls find; when they differ, a poll without the
+providers' count and sums of generations, root ids and parent ids, compared with what the view
+holds plus one generation per own claim it counts and has not read yet. Every change Placement
+makes to a provider's traits, aggregates, inventory or allocations bumps its generation, and
+generations only grow; moving a provider to another tree changes its root id (and its
+descendants'), moving it within its tree its parent id. Equal sums prove that the view holds
+every such change committed before the statement began, but for allocations deleted (usage
+over-counted: a host left out), which the polls find; when they differ, a poll without the
 allocation totals reads what changed. Cost on MariaDB: 0.18 / 1.34 / 13 ms of the database's CPU
 per check at 1,000 / 10,000 / 100,000 providers and 0.07 / 0.10 / 0.23 ms of the scheduler's
 (0.34 / 1.5 ms p50 of wall time up to 10,000); reading what changed, 7 / 14 / 65 ms more.
@@ -178,11 +178,11 @@ class _Sql:
         # the per-request check: one statement, one row, the providers table alone; sent
         # as is on a DB-API cursor (no parameters, no SQLAlchemy on the request's path).
         # Each column summed costs about 0.35 ms of the database's CPU at 10,000 providers
-        # (MariaDB): the parent ids are left out, a move within one tree changes no answer
-        # of the view, and the polls find it
+        # (MariaDB); the parent ids are in, as a move within one tree changes same_subtree's
+        # answers and no generation
         self.stamp = (
-            f"SELECT COUNT(*), {fast('generation')}, {fast('root_provider_id')} "
-            "FROM resource_providers"
+            f"SELECT COUNT(*), {fast('generation')}, {fast('root_provider_id')}, "
+            f"{fast('parent_provider_id')} FROM resource_providers"
         )
         self.checksum = _sql(
             "SELECT p.n, p.ids, p.generations, p.parents, p.roots, a.alloc_rows, a.used, "
@@ -395,7 +395,7 @@ class DatabaseFeed:
             row, (started, pending) = self._stamp(view, since)
             self.checks += 1
             sums = self._sums
-            expected = (sums.count, sums.generations + pending, sums.roots)
+            expected = (sums.count, sums.generations + pending, sums.roots, sums.parents)
             if expected == row:
                 view.mark_refreshed(started)
                 return 0
