@@ -175,7 +175,8 @@ def _build(registry: Any) -> Metrics:
             "Calls the provider view did not answer (Placement did), by why: not_loaded, "
             "too_old, not_checked (the freshness check failed, took too long or refreshes are "
             "failing), no_candidate (an empty answer is Placement's to give), failed (a fault "
-            "of the view, logged), empty_query.",
+            "of the view, logged), empty_query, too_wide (more request-group combinations "
+            "than the view examines).",
             ("reason",),
         ),
         filter_removed=counter(
@@ -340,6 +341,7 @@ _DECLINED = (
     (" s old", "too_old"),
     ("found no candidate", "no_candidate"),
     ("empty query", "empty_query"),
+    ("combinations", "too_wide"),
     ("view failed", "failed"),
 )
 

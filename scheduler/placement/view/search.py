@@ -61,6 +61,15 @@ if TYPE_CHECKING:
     from scheduler.placement.view.view import ProviderView
 
 STRATEGIES = ("depth-first", "breadth-first")
+# combinations of one way per group the search examines at most, one by one (when some of them
+# may not be candidates); past that the view declines and Placement answers
+MAX_EXAMINED = 200_000
+
+
+class TooWide(Exception):
+    """The query asks the search to examine more than ``MAX_EXAMINED`` combinations."""
+
+
 _CLASS_ORDER = {rc: i for i, rc in enumerate(os_resource_classes.STANDARDS)}
 
 
@@ -470,7 +479,12 @@ class TreeSearch:
             stream = itertools.chain.from_iterable(generators)
         results: list[tuple[_Pick, ...]] = []
         seen: set[Any] = set()
-        for combo in stream:
+        for examined, combo in enumerate(stream):
+            if examined >= MAX_EXAMINED:
+                # (the view's lock is held: a query this wide must not stop the others)
+                raise TooWide(
+                    f"more than {MAX_EXAMINED:,} combinations of request groups to examine"
+                )
             if isolate and len({combo[i].mapped[0] for i in granular}) != len(granular):
                 continue
             if subtrees and not all(self._same_subtree(combo, members) for members in subtrees):

@@ -38,7 +38,7 @@ import numpy as np
 
 from scheduler.placement.api import AllocationCandidates, AllocationCandidatesQuery
 from scheduler.placement.view.model import ProviderRecord
-from scheduler.placement.view.search import SearchOptions, TreeSearch
+from scheduler.placement.view.search import SearchOptions, TooWide, TreeSearch
 
 LOG = logging.getLogger(__name__)
 
@@ -650,7 +650,10 @@ class ProviderView:
             if _flat(query) and not self._on_trees(query):
                 answer, found = self._flat_candidates(query, rng)
             else:
-                answer, found = TreeSearch(self, query, self.search_options).run(rng)
+                try:
+                    answer, found = TreeSearch(self, query, self.search_options).run(rng)
+                except TooWide as exc:
+                    return ViewAnswer(None, f"the view does not examine {exc}", age)
         return ViewAnswer(answer, "", age, found)
 
     def _on_trees(self, query: AllocationCandidatesQuery) -> bool:

@@ -946,3 +946,19 @@ def test_a_claim_by_a_consumer_the_read_holds_marks_the_provider_dirty():
     view.take_dirty()
     view.assume("inst", {"a": {"resources": {"VCPU": 4}}})  # a resize on the same host
     assert view.take_dirty() == {"a"}
+
+
+def test_a_query_too_wide_to_examine_is_left_to_placement(monkeypatch):
+    from scheduler.placement.view import search
+
+    monkeypatch.setattr(search, "MAX_EXAMINED", 5)
+    view = loaded(host("a"))
+    # two devices asked with isolate: each combination must be examined (4 here)
+    two = [
+        QueryGroup(suffix="_PCI1", resources={"CUSTOM_PCI_X": 1}),
+        QueryGroup(suffix="_PCI2", resources={"CUSTOM_PCI_X": 1}),
+    ]
+    assert len(answered(view, ask(*two, group_policy="isolate"))) == 2
+    three = [*two, QueryGroup(suffix="_BW", resources={"NET_BW_EGR_KILOBIT_PER_SEC": 1})]
+    three.append(QueryGroup(suffix="_PCI3", resources={"CUSTOM_PCI_X": 1}))
+    assert "more than 5 combinations" in declined(view, ask(*three, group_policy="isolate"))
