@@ -132,7 +132,8 @@ def seed_placement(
     *,
     placement: PlacementClient | None = None,
 ) -> dict[str, float]:
-    """Write ``providers`` (fleet format: uuid, name, inventories, traits, aggregates) and
+    """Write ``providers`` (fleet format: uuid, name, inventories, traits, aggregates, and
+    for a child ``parent_uuid`` and ``root_uuid``, listed after its parent) and
     ``allocations`` (consumer_uuid, rp_uuid, resources, project_id, user_id) into the
     database of a Placement that has started at least once. Custom traits are created
     through ``placement`` when given (so its trait cache learns them), else by SQL.
@@ -202,6 +203,23 @@ def seed_placement(
                     {"u": chunk},
                 )
                 rp_ids.update({u: i for u, i in rows})
+            children = [
+                {
+                    "id": rp_ids[p["uuid"]],
+                    "p": rp_ids[p["parent_uuid"]],
+                    "r": rp_ids[p["root_uuid"]],
+                }
+                for p in providers
+                if p.get("parent_uuid")
+            ]
+            if children:
+                conn.execute(
+                    sa.text(
+                        "UPDATE resource_providers SET parent_provider_id = :p, "
+                        "root_provider_id = :r WHERE id = :id"
+                    ),
+                    children,
+                )
             timings["providers"] = time.perf_counter() - t0
 
             inventories, rp_traits, rp_aggs = [], [], []
@@ -473,8 +491,64 @@ class BenchCloud:
         return pid
 
 
-def bench_cloud(hosts: int, stack: contextlib.ExitStack, *, seed: int = 4) -> BenchCloud:
-    """Build the cloud for ``hosts`` compute nodes; teardown goes on ``stack``."""
+# the nested fleet (issue 29): what Neutron's OVS agent and nova's PCI in Placement put
+# under each compute node
+PHYSNETS = ("CUSTOM_PHYSNET_PUBLIC", "CUSTOM_PHYSNET_TENANT")
+VNIC = "CUSTOM_VNIC_TYPE_NORMAL"
+BW_EGR, BW_IGR = "NET_BW_EGR_KILOBIT_PER_SEC", "NET_BW_IGR_KILOBIT_PER_SEC"
+PCI_CLASS = "CUSTOM_PCI_8086_1572"
+PCI_TRAITS = ("COMPUTE_MANAGED_PCI_DEVICE", "OWNER_NOVA")
+PCI_EVERY = 4  # one host in four has PCI devices
+PCI_DEVICES = 4
+
+
+def nested_children(root: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """The providers under one compute node's root: an OVS agent with one bridge per
+    physnet (bandwidth inventory), and on one host in ``PCI_EVERY`` ``PCI_DEVICES`` PCI
+    devices, named as Neutron and nova name them."""
+    node, uuid = root["name"], root["uuid"]
+
+    def child(suffix: str, parent: str, **kw: Any) -> dict[str, Any]:
+        return {
+            "uuid": str(uuidlib.uuid5(uuidlib.UUID(uuid), suffix)),
+            "name": f"{node}{suffix}",
+            "parent_uuid": parent,
+            "root_uuid": uuid,
+            "inventories": kw.get("inventories", {}),
+            "traits": kw.get("traits", []),
+            "aggregates": [],
+        }
+
+    agent = child(":Open vSwitch agent", uuid, traits=[VNIC])
+    found = [agent]
+    for net in PHYSNETS:
+        bandwidth = {"total": 10_000_000, "max_unit": 10_000_000}
+        found.append(
+            child(
+                f":Open vSwitch agent:br-{net.rsplit('_', 1)[1].lower()}",
+                agent["uuid"],
+                inventories={BW_EGR: dict(bandwidth), BW_IGR: dict(bandwidth)},
+                traits=[VNIC, net],
+            )
+        )
+    if index % PCI_EVERY == 0:
+        for d in range(PCI_DEVICES):
+            found.append(
+                child(
+                    f"_0000:81:00.{d}",
+                    uuid,
+                    inventories={PCI_CLASS: {"total": 1, "max_unit": 1}},
+                    traits=list(PCI_TRAITS),
+                )
+            )
+    return found
+
+
+def bench_cloud(
+    hosts: int, stack: contextlib.ExitStack, *, seed: int = 4, nested: bool = False
+) -> BenchCloud:
+    """Build the cloud for ``hosts`` compute nodes; teardown goes on ``stack``. ``nested``:
+    each compute node's provider has children (``nested_children``)."""
     t0 = time.perf_counter()
     tag = uuidlib.uuid4().hex[:10]
     api_name, cell_name = f"novasched_bench_api_{tag}", f"novasched_bench_cell_{tag}"
@@ -496,9 +570,14 @@ def bench_cloud(hosts: int, stack: contextlib.ExitStack, *, seed: int = 4) -> Be
     cell_engine = db.get_engine(cell_url)
     fleet_mod.load_fleet(fleet, api, {cell["uuid"]: cell_engine}, None)
     t1 = time.perf_counter()
+    providers = list(fleet.providers)
+    if nested:
+        placement.ensure_resource_classes([PCI_CLASS])
+        for i, root in enumerate(fleet.providers):
+            providers.extend(nested_children(root, i))
     # the API database is fresh, so its aggregates keep the fleet's uuids
     seeded = seed_placement(
-        placement_service.db_url, fleet.providers, fleet.allocations, placement=placement
+        placement_service.db_url, providers, fleet.allocations, placement=placement
     )
     seeded["nova_databases"] = t1 - t0
     return BenchCloud(

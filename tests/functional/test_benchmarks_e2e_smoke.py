@@ -137,3 +137,33 @@ def test_throughput_with_one_process_per_source_places_every_request_without_ove
     assert result["targets"]["orphans"]["met"] is True
     json.dumps(result)
     assert "req/s" in throughput.format_table(result)
+
+
+def test_the_nested_fleet_is_seeded_as_trees_and_the_view_answers_its_whole_mix(monkeypatch):
+    """Issue 29's fleet (an OVS agent with two bandwidth bridges under every compute node,
+    four PCI devices on one in four) and mix (ports asking for bandwidth, PCI devices, plain
+    boots): Placement holds the trees as seeded, both sources schedule every request, and
+    the view answers all of them."""
+    ensure_rabbit()
+    ensure_server("mariadb")
+    with contextlib.ExitStack() as stack:
+        cloud = placement_seed.bench_cloud(8, stack, nested=True)
+        stack.callback(db.dispose_engines)
+        root = cloud.fleet.providers[0]
+        children = placement_seed.nested_children(root, 0)
+        agent, bridge, device = children[0], children[1], children[-1]
+        assert cloud.placement.get_provider(bridge["uuid"])["parent_provider_uuid"] == agent["uuid"]
+        got = cloud.placement.get_provider(device["uuid"])
+        assert got["parent_provider_uuid"] == got["root_provider_uuid"] == root["uuid"]
+        (inventory,) = cloud.placement.get_inventories(device["uuid"]).values()
+        assert (inventory["total"], inventory["max_unit"]) == (1, 1)
+    monkeypatch.setattr(e2e, "NESTED_MIN_HOSTS", 0)
+    result = e2e.run([HOSTS], 4, {}, sources=("placement", "view"), fleets=("nested",))
+    rows = {r["source"]: r for r in result["rows"]}
+    assert list(rows) == ["placement", "view"]
+    for row in rows.values():
+        assert row["fleet"] == "nested" and row["requests"] == 4 and row["failures"] == 0
+        assert row["orphans"] == 0
+    assert rows["view"]["view_share"] == 1.0 and rows["placement"]["view_share"] == 0
+    assert result["targets"]["e2e_nested_view_share"]["met"] is True
+    assert "nested" in e2e.format_table(result)
