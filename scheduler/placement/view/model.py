@@ -43,6 +43,22 @@ class Inventory(NamedTuple):
         )
 
 
+# one object per distinct value (frozensets of traits or aggregates, inventories); forgotten
+# past _SHARED_MAX distinct values, so that a cloud whose values keep changing does not grow it
+_SHARED: dict[Any, Any] = {}
+_SHARED_MAX = 100_000
+_NO_USAGE: dict[str, int] = {}  # shared: never written (the view copies before adding claims)
+
+
+def _shared(value: Any) -> Any:
+    found = _SHARED.get(value)
+    if found is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        found = _SHARED[value] = value
+    return found
+
+
 @dataclass(slots=True)
 class ProviderRecord:
     """One provider as read from Placement at ``generation``: the feeds make these, the view
@@ -65,6 +81,14 @@ class ProviderRecord:
     def __post_init__(self) -> None:
         if not self.root_uuid:
             self.root_uuid = self.uuid
+        # most providers share their traits, aggregates and inventories with many others
+        # (every bridge of a physnet, every device of a model): one object each (a record
+        # is never changed once made)
+        self.traits = _shared(self.traits)
+        self.aggregates = _shared(self.aggregates)
+        self.inventories = {rc: _shared(inv) for rc, inv in self.inventories.items()}
+        if not self.used:
+            self.used = _NO_USAGE
 
     @property
     def is_root(self) -> bool:
