@@ -15,7 +15,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,11 +81,12 @@ class AllocationCandidates:
 
     ``allocation_requests``: ``[{"allocations": {rp: {"resources": {rc: n}}}, "mappings":
     {suffix: [rp]}}, ...]``; ``provider_summaries``: ``{rp: {"resources": {rc: {"capacity",
-    "used"}}, "traits": [...], "parent_provider_uuid", "root_provider_uuid"}}``.
+    "used"}}, "traits": [...], "parent_provider_uuid", "root_provider_uuid"}}`` (a dict from
+    Placement, a read-only mapping made on first access from the provider view).
     """
 
     allocation_requests: list[dict[str, Any]] = field(default_factory=list)
-    provider_summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    provider_summaries: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     elapsed: float = 0.0  # seconds spent on the HTTP round trip and the parse
 
     @property
