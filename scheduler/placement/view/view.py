@@ -168,28 +168,40 @@ class _Shape:
 
 class ProviderSummaries(Mapping[str, dict[str, Any]]):
     """The ``provider_summaries`` of an answer: every provider of the trees given, each
-    made on first access (the scheduler reads only which providers there are; explain,
-    capacity and the hints read the summaries). Read-only."""
+    summary made on first access (the scheduler reads only which providers there are;
+    explain, capacity and the hints read the summaries). Read-only. The providers are
+    looked up in the view once, at the first use; one the view no longer holds by then is
+    left out."""
 
-    __slots__ = ("_entries", "_keys")
+    __slots__ = ("_view_entries", "_keys", "_found")
 
     def __init__(self, entries: dict[str, _Entry], keys: list[str]):
-        self._entries = entries
+        self._view_entries = entries
         self._keys = keys
+        self._found: dict[str, _Entry] | None = None
+
+    def _entries(self) -> dict[str, _Entry]:
+        found = self._found
+        if found is None:
+            get = self._view_entries.get
+            found = self._found = {}
+            for uuid in self._keys:
+                entry = get(uuid)
+                if entry is not None:
+                    found[uuid] = entry
+        return found
 
     def __getitem__(self, uuid: str) -> dict[str, Any]:
-        if uuid not in self._entries:
-            raise KeyError(uuid)
-        return self._entries[uuid].summary()
+        return self._entries()[uuid].summary()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._keys)
+        return iter(self._entries())
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._entries())
 
     def __contains__(self, uuid: object) -> bool:
-        return uuid in self._entries
+        return uuid in self._entries()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mapping):

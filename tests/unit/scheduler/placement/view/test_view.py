@@ -962,3 +962,18 @@ def test_a_query_too_wide_to_examine_is_left_to_placement(monkeypatch):
     three = [*two, QueryGroup(suffix="_BW", resources={"NET_BW_EGR_KILOBIT_PER_SEC": 1})]
     three.append(QueryGroup(suffix="_PCI3", resources={"CUSTOM_PCI_X": 1}))
     assert "more than 5 combinations" in declined(view, ask(*three, group_policy="isolate"))
+
+
+def test_the_summaries_of_an_answer_hold_its_trees_only():
+    view = loaded([*host("a"), *host("b")])
+    pci = QueryGroup(suffix="_PCI", resources={"CUSTOM_PCI_X": 1})
+    answer = view.candidates(
+        ask(QueryGroup(resources={"VCPU": 1}, in_tree="a"), pci, group_policy="none")
+    )
+    summaries = answer.candidates.provider_summaries
+    assert set(summaries) == {r.uuid for r in host("a")}
+    assert "a-pci0" in summaries and "b" not in summaries and "b-pci0" not in summaries
+    with pytest.raises(KeyError):
+        summaries["b"]
+    assert summaries["a-pci0"]["parent_provider_uuid"] == "a"
+    assert len(summaries) == 5 and dict(summaries) == {rp: summaries[rp] for rp in summaries}
