@@ -611,16 +611,22 @@ def check_placement(ctx: CheckContext) -> CheckResult:
 # -------------------------------------------------------------- 5. conflict retries
 
 
-def read_placement_config(path: str) -> tuple[int, bool, str | None]:
-    """Placement's ``[placement] allocation_conflict_retry_count`` (and whether it is the
-    default) and ``[placement_database] connection`` from its config file. Raises OSError
-    for a file that cannot be read, ValueError for one that cannot be parsed."""
+def _read_ini(path: str) -> configparser.RawConfigParser:
+    """Placement's config file, parsed (OSError: not readable; ValueError: not an ini)."""
     parser = configparser.RawConfigParser(strict=False, default_section="\0none")
     with open(path, encoding="utf-8") as fh:
         try:
             parser.read_file(fh)
         except configparser.Error as exc:
             raise ValueError(f"{path} is not an ini file: {exc}") from exc
+    return parser
+
+
+def read_placement_config(path: str) -> tuple[int, bool, str | None]:
+    """Placement's ``[placement] allocation_conflict_retry_count`` (and whether it is the
+    default) and ``[placement_database] connection`` from its config file. Raises OSError
+    for a file that cannot be read, ValueError for one that cannot be parsed."""
+    parser = _read_ini(path)
     raw = None
     if parser.has_option("placement", "allocation_conflict_retry_count"):
         raw = parser.get("placement", "allocation_conflict_retry_count").strip()
@@ -646,12 +652,7 @@ def read_candidate_options(path: str) -> dict[str, str]:
     """Placement's own ``CANDIDATE_OPTIONS`` from its config file (its defaults where unset).
     Raises OSError for a file that cannot be read, ValueError for one that cannot be
     parsed."""
-    parser = configparser.RawConfigParser(strict=False, default_section="\0none")
-    with open(path, encoding="utf-8") as fh:
-        try:
-            parser.read_file(fh)
-        except configparser.Error as exc:
-            raise ValueError(f"{path} is not an ini file: {exc}") from exc
+    parser = _read_ini(path)
     found = dict(CANDIDATE_OPTIONS)
     for name in CANDIDATE_OPTIONS:
         if parser.has_option("placement", name):

@@ -43,6 +43,7 @@ from scheduler.placement.api import (
 )
 from scheduler.placement.view import ApiFeed, ProviderView
 from tests.hunt import examples
+from tests.placement_world import Inv
 
 PROJECT = "p-" + uuid.uuid4().hex[:8]
 USER = "u-" + uuid.uuid4().hex[:8]
@@ -121,35 +122,6 @@ def _load(client: PlacementClient, **feed_kw: Any) -> tuple[ProviderView, ApiFee
 
 
 # -- the random world -------------------------------------------------------------------------
-@dataclass
-class Inv:
-    total: int
-    reserved: int
-    min_unit: int
-    max_unit: int | None  # None: Placement's default
-    step_size: int
-    allocation_ratio: float
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "total": self.total,
-            "reserved": self.reserved,
-            "min_unit": self.min_unit,
-            "step_size": self.step_size,
-            "allocation_ratio": self.allocation_ratio,
-        }
-        if self.max_unit is not None:
-            body["max_unit"] = self.max_unit
-        return body
-
-    def amounts(self) -> list[int]:
-        """Amounts one allocation may take from an empty inventory."""
-        top = int((self.total - self.reserved) * self.allocation_ratio)
-        if self.max_unit is not None:
-            top = min(top, self.max_unit)
-        return [n for n in range(self.min_unit, top + 1) if n % self.step_size == 0][:16]
-
-
 @dataclass
 class Rp:
     parent: int | None  # index of the parent in World.rps

@@ -205,13 +205,7 @@ def test_a_provider_moved_to_another_tree_just_before_a_request_is_seen_by_in_tr
     try:
         _, req = _select(driver, _spec())  # the view reads the new child (a new provider)
         assert driver.view.record(child).root_uuid == first
-        resp = requests.put(
-            f"{cloud.service.url}/resource_providers/{child}",
-            json={"name": f"fresh-child-{child[:8]}", "parent_provider_uuid": second},
-            headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.37"},
-            timeout=30,
-        )
-        assert resp.status_code == 200, resp.text
+        _reparent(cloud.service.url, child, second, f"fresh-child-{child[:8]}")
         req = driver.new_request(RequestContext(request_id="req-fresh-tree"), _spec())
         queries = query.build_queries(req, conf=CONF, in_tree=child)
         candidates = driver.candidates.from_view(req, queries)
@@ -335,6 +329,17 @@ def test_providers_created_and_deleted_just_before_a_request_are_seen(cloud):
 # -------------------------------------------------------------- catch_up on every backend
 
 
+def _reparent(url: str, child: str, parent: str, name: str) -> None:
+    """Move ``child`` under ``parent`` (Placement 1.37 at ``url``): no generation changes."""
+    resp = requests.put(
+        f"{url}/resource_providers/{child}",
+        json={"name": name, "parent_provider_uuid": parent},
+        headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.37"},
+        timeout=30,
+    )
+    assert resp.status_code == 200, resp.text
+
+
 def test_catch_up_sees_what_changed_on_each_backend(placement, fleet, client):
     feed = DatabaseFeed(placement.db_url, full_scan_every=1e9)
     view = ProviderView()
@@ -347,13 +352,7 @@ def test_catch_up_sees_what_changed_on_each_backend(placement, fleet, client):
         assert feed.catch_up(view) >= 1
         assert MARK in view.record(root).traits
         # moved to another tree: no generation changes, the root ids do
-        resp = requests.put(
-            f"{placement.service.url}/resource_providers/{fleet.child}",
-            json={"name": f"dbfeed-gpu-{fleet.child[:8]}", "parent_provider_uuid": other},
-            headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.37"},
-            timeout=30,
-        )
-        assert resp.status_code == 200, resp.text
+        _reparent(placement.service.url, fleet.child, other, f"dbfeed-gpu-{fleet.child[:8]}")
         assert feed.catch_up(view) >= 1
         assert view.record(fleet.child).root_uuid == other
         # moved within that tree, under a new child: no generation and no root id changes,
@@ -362,13 +361,7 @@ def test_catch_up_sees_what_changed_on_each_backend(placement, fleet, client):
         fleet.providers.insert(fleet.providers.index(fleet.child), mid)  # removed after it
         client.create_provider(mid, f"dbfeed-mid-{mid[:8]}", parent_provider_uuid=other)
         assert feed.catch_up(view) >= 1
-        resp = requests.put(
-            f"{placement.service.url}/resource_providers/{fleet.child}",
-            json={"name": f"dbfeed-gpu-{fleet.child[:8]}", "parent_provider_uuid": mid},
-            headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.37"},
-            timeout=30,
-        )
-        assert resp.status_code == 200, resp.text
+        _reparent(placement.service.url, fleet.child, mid, f"dbfeed-gpu-{fleet.child[:8]}")
         assert feed.catch_up(view) >= 1
         assert view.record(fleet.child).parent_uuid == mid
         assert view.record(fleet.child).root_uuid == other
