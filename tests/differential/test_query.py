@@ -29,7 +29,6 @@ tests/differential/test_query.py`` runs 2,000 random examples and prints what th
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import Any
 from urllib.parse import parse_qsl
@@ -49,9 +48,9 @@ from scheduler.placement.api import MV_CANDIDATES
 from scheduler.placement.query import build_queries
 from scheduler.request import SchedulingRequest
 from scheduler.rpc import wire
-from tests.hunt import examples
+from tests.hunt import examples, hunting
 
-HUNTING = os.environ.get("NOVASCHED_HUNT", "").strip() not in ("", "0")
+HUNTING = hunting()
 REFUSED = "refused"  # nova raises; we raise InvalidRequest
 NO_HOST = "no host"  # Placement refuses the query (400); we may say so first (NoValidHost)
 

@@ -7,6 +7,7 @@ and into the real Placement service, and a running scheduler service on the real
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +95,9 @@ def load_fleet_and_placement(
 ) -> tuple[str, PlacementClient, fleet_mod.Fleet]:
     """The real Placement (its own process, stopped by ``stack``) and a fleet loaded into the
     cell databases and into it, ``unusable_fraction`` of it disabled and as much down; the up
-    services have just reported. Returns Placement's URL, a client and the fleet."""
+    services report every ``REPORT_INTERVAL`` seconds as nova-compute does, until ``stack``
+    closes, so a module of slow tests never outlives ``service_down_time``. Returns Placement's
+    URL, a client and the fleet."""
     placement_svc = EmbeddedPlacement(f"sqlite:///{tmp / 'placement.sqlite'}", mode="process")
     placement_url = placement_svc.start()
     stack.callback(placement_svc.stop)
@@ -111,10 +114,36 @@ def load_fleet_and_placement(
     )
     engines = {u: db.get_engine(c) for u, c in cell_urls.items()}
     fleet_mod.load_fleet(fleet, api, engines, placement)
-    for engine in engines.values():
-        db.touch_services(engine)
     stack.callback(db.dispose_engines)
+    stack.enter_context(computes_reporting(list(engines.values())))
     return placement_url, placement, fleet
+
+
+# nova-compute's [DEFAULT] report_interval
+REPORT_INTERVAL = 10.0
+
+
+@contextlib.contextmanager
+def computes_reporting(engines: list[Any]) -> Any:
+    """The up compute services heartbeat now and every REPORT_INTERVAL seconds (the fleet's
+    down hosts, which never reported, stay down), as long as the context is open."""
+    for engine in engines:
+        db.touch_services(engine)
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(REPORT_INTERVAL):
+            for engine in engines:
+                with contextlib.suppress(Exception):  # a test may have dropped a database
+                    db.touch_services(engine)
+
+    thread = threading.Thread(target=report, name="compute-heartbeats", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def build_cloud(

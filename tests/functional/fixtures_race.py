@@ -25,6 +25,7 @@ from scheduler.objects import RequestSpec
 from scheduler.placement.api import PlacementClient
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.rpcapi import SchedulerAPI
+from tests.functional.fixtures_cloud import computes_reporting
 from tests.functional.fixtures_db import make_database
 from tests.functional.fixtures_placement import make_mariadb_placement
 from tests.functional.fixtures_rabbit import RABBIT_URL
@@ -61,7 +62,7 @@ class RaceCloud(NamedTuple):
 def mariadb_race_cloud(stack: contextlib.ExitStack, name: str, **spec: Any) -> RaceCloud:
     """MariaDB API and cell databases and the real Placement with 2 workers on MariaDB
     (``allocation_conflict_retry_count = 1``), holding a fleet of ``FleetSpec(**spec)`` whose
-    services have just reported; all torn down by ``stack``."""
+    services report as nova-compute does; all torn down by ``stack``."""
     api_url = stack.enter_context(make_database("mariadb", f"novasched_{name}_api"))
     cell_url = stack.enter_context(make_database("mariadb", f"novasched_{name}_cell"))
     api = db.get_engine(api_url)
@@ -76,8 +77,8 @@ def mariadb_race_cloud(stack: contextlib.ExitStack, name: str, **spec: Any) -> R
     fleet = fleet_mod.build_fleet(fleet_mod.FleetSpec(cells=[cell["uuid"]], **spec))
     engine = db.get_engine(cell_url)
     fleet_mod.load_fleet(fleet, api, {cell["uuid"]: engine}, placement)
-    db.touch_services(engine)
     stack.callback(db.dispose_engines)
+    stack.enter_context(computes_reporting([engine]))
     return RaceCloud(api_url, placement_svc, placement, fleet)
 
 
