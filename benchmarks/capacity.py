@@ -49,43 +49,42 @@ FLAVORS = [
 ]
 
 
+def root_record(h: Any) -> Any:
+    """The provider of a compute node's HostState, with what nova-compute reports on it."""
+    from scheduler.placement.view import Inventory, ProviderRecord
+
+    ram_used = (h.total_usable_ram_mb or 0) - (h.free_ram_mb or 0)
+    disk_total = h.total_usable_disk_gb or 0
+    disk_used = disk_total - int((h.free_disk_mb or 0) / 1024)
+    return ProviderRecord(
+        uuid=h.uuid,
+        generation=1,
+        name=h.nodename,
+        inventories={
+            "VCPU": Inventory(h.vcpus_total, allocation_ratio=h.cpu_allocation_ratio),
+            "MEMORY_MB": Inventory(h.total_usable_ram_mb, allocation_ratio=h.ram_allocation_ratio),
+            "DISK_GB": Inventory(disk_total, allocation_ratio=h.disk_allocation_ratio),
+        },
+        used={
+            "VCPU": h.vcpus_used or 0,
+            "MEMORY_MB": max(0, ram_used),
+            "DISK_GB": max(0, disk_used),
+        },
+        aggregates=frozenset(a.uuid for a in (h.aggregates or ())),
+        traits=frozenset(
+            ["OWNER_NOVA"]
+            + (["COMPUTE_STATUS_DISABLED"] if (h.service or {}).get("disabled") else [])
+        ),
+    )
+
+
 def view_of(driver: Any) -> Any:
     """A provider view holding one provider per compute node, as Placement would."""
-    from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
+    from scheduler.placement.view import ProviderView, ViewRefresher
 
     hosts = driver.host_manager.get_host_states_by_uuids(None)
-    records = []
-    for h in hosts:
-        ram_used = (h.total_usable_ram_mb or 0) - (h.free_ram_mb or 0)
-        disk_total = h.total_usable_disk_gb or 0
-        disk_used = disk_total - int((h.free_disk_mb or 0) / 1024)
-        records.append(
-            ProviderRecord(
-                uuid=h.uuid,
-                generation=1,
-                name=h.nodename,
-                inventories={
-                    "VCPU": Inventory(h.vcpus_total, allocation_ratio=h.cpu_allocation_ratio),
-                    "MEMORY_MB": Inventory(
-                        h.total_usable_ram_mb, allocation_ratio=h.ram_allocation_ratio
-                    ),
-                    "DISK_GB": Inventory(disk_total, allocation_ratio=h.disk_allocation_ratio),
-                },
-                used={
-                    "VCPU": h.vcpus_used or 0,
-                    "MEMORY_MB": max(0, ram_used),
-                    "DISK_GB": max(0, disk_used),
-                },
-                aggregates=frozenset(a.uuid for a in (h.aggregates or ())),
-                # what nova-compute reports on its root provider
-                traits=frozenset(
-                    ["OWNER_NOVA"]
-                    + (["COMPUTE_STATUS_DISABLED"] if (h.service or {}).get("disabled") else [])
-                ),
-            )
-        )
     view = ProviderView()
-    view.replace_all(records, view.now())
+    view.replace_all([root_record(h) for h in hosts], view.now())
     view.mark_refreshed(view.now())
     return ViewRefresher(view, _FilledFeed())
 

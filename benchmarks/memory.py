@@ -70,6 +70,7 @@ def _child(api_url: str, requests: int) -> dict[str, Any]:
         del hosts, report, ordered
     gc.collect()
     final = read_status_mb()
+    nested = _nested_view(driver)
     driver.stop()
     return {
         "hosts": count,
@@ -78,6 +79,60 @@ def _child(api_url: str, requests: int) -> dict[str, Any]:
         "after_load_rss_mb": round(loaded["VmRSS"], 1),
         "rss_mb": round(final["VmRSS"], 1),
         "hwm_mb": round(final["VmHWM"], 1),
+        **nested,
+    }
+
+
+def _nested_view(driver: Any) -> dict[str, Any]:
+    """The provider view of the same hosts with the nested fleet's trees (an OVS agent and two
+    bridges under every compute node, four PCI devices under one in four:
+    ``placement_seed.nested_children``), every other host's bridge holding a port's
+    bandwidth: its resident size, per provider."""
+    from benchmarks.capacity import root_record
+    from benchmarks.placement_seed import BW_EGR, nested_children
+    from scheduler.placement.view import Inventory, ProviderRecord, ProviderView
+
+    hosts = driver.host_manager.get_host_states_by_uuids(None)
+    roots = [root_record(h) for h in hosts]
+    del hosts
+    gc.collect()
+    before = read_status_mb()
+    records = list(roots)
+    for i, root in enumerate(roots):
+        for child in nested_children({"uuid": root.uuid, "name": root.name}, i):
+            used = consumers = None
+            if BW_EGR in child["inventories"] and i % 2 == 0:
+                used, consumers = {BW_EGR: 1000}, frozenset({f"port-{child['uuid']}"})
+            records.append(
+                ProviderRecord(
+                    uuid=child["uuid"],
+                    generation=1,
+                    name=child["name"],
+                    parent_uuid=child["parent_uuid"],
+                    root_uuid=child["root_uuid"],
+                    inventories={
+                        rc: Inventory(inv["total"], max_unit=inv["max_unit"])
+                        for rc, inv in child["inventories"].items()
+                    },
+                    used=used or {},
+                    consumers=consumers or frozenset(),
+                    alloc_rows=len(consumers or ()),
+                    traits=frozenset(child["traits"]),
+                )
+            )
+    del roots
+    view = ProviderView()
+    view.replace_all(records, view.now())
+    providers = len(records)
+    del records
+    gc.collect()
+    after = read_status_mb()
+    grown = after["VmRSS"] - before["VmRSS"]
+    del view
+    return {
+        "view_providers": providers,
+        "view_mb": round(grown, 1),
+        "view_bytes_per_provider": round(grown * 1024 * 1024 / max(1, providers)),
     }
 
 

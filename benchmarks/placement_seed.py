@@ -20,7 +20,7 @@ import contextlib
 import socket
 import time
 import uuid as uuidlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -544,11 +544,37 @@ def nested_children(root: dict[str, Any], index: int) -> list[dict[str, Any]]:
     return found
 
 
+# Placement bug 2070257's tree: eight PCI devices under every compute node
+WIDE_DEVICES = 8
+
+
+def wide_children(root: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """``WIDE_DEVICES`` PCI devices under one compute node, as nova names them."""
+    return [
+        {
+            "uuid": str(uuidlib.uuid5(uuidlib.UUID(root["uuid"]), f"pci{d}")),
+            "name": f"{root['name']}_0000:81:00.{d}",
+            "parent_uuid": root["uuid"],
+            "root_uuid": root["uuid"],
+            "inventories": {PCI_CLASS: {"total": 1, "max_unit": 1}},
+            "traits": list(PCI_TRAITS),
+            "aggregates": [],
+        }
+        for d in range(WIDE_DEVICES)
+    ]
+
+
 def bench_cloud(
-    hosts: int, stack: contextlib.ExitStack, *, seed: int = 4, nested: bool = False
+    hosts: int,
+    stack: contextlib.ExitStack,
+    *,
+    seed: int = 4,
+    nested: bool = False,
+    children: Callable[[dict[str, Any], int], list[dict[str, Any]]] | None = None,
 ) -> BenchCloud:
     """Build the cloud for ``hosts`` compute nodes; teardown goes on ``stack``. ``nested``:
-    each compute node's provider has children (``nested_children``)."""
+    each compute node's provider has children (``nested_children``), or those ``children``
+    makes."""
     t0 = time.perf_counter()
     tag = uuidlib.uuid4().hex[:10]
     api_name, cell_name = f"novasched_bench_api_{tag}", f"novasched_bench_cell_{tag}"
@@ -571,10 +597,10 @@ def bench_cloud(
     fleet_mod.load_fleet(fleet, api, {cell["uuid"]: cell_engine}, None)
     t1 = time.perf_counter()
     providers = list(fleet.providers)
-    if nested:
+    if nested or children is not None:
         placement.ensure_resource_classes([PCI_CLASS])
         for i, root in enumerate(fleet.providers):
-            providers.extend(nested_children(root, i))
+            providers.extend((children or nested_children)(root, i))
     # the API database is fresh, so its aggregates keep the fleet's uuids
     seeded = seed_placement(
         placement_service.db_url, providers, fleet.allocations, placement=placement

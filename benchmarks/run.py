@@ -34,6 +34,7 @@ SECTIONS = (
     "telemetry",
     "capacity",
     "replay",
+    "wide_tree",
 )
 DEFAULT_SIZES = {
     "core": [100, 1_000, 10_000, 100_000],
@@ -45,6 +46,7 @@ DEFAULT_SIZES = {
     "telemetry": [0],  # no fleet: the cost of counting one request
     "capacity": [1_000, 10_000],
     "replay": [1_000, 10_000],
+    "wide_tree": [1_000],
 }
 QUICK_SIZES = {
     "core": [100, 1_000],
@@ -56,6 +58,7 @@ QUICK_SIZES = {
     "telemetry": [0],
     "capacity": [200],
     "replay": [200],
+    "wide_tree": [100],
 }
 # view_cost: seconds (polls at 1 Hz) per measuring window
 DEFAULT_REPEATS = {
@@ -68,6 +71,7 @@ DEFAULT_REPEATS = {
     "telemetry": 20_000,  # requests counted per mode
     "capacity": 3,  # computations of every flavor's capacity
     "replay": 3,  # replays of every record
+    "wide_tree": 3,  # queries per answerer
 }
 QUICK_REPEATS = {
     "core": 8,
@@ -79,6 +83,7 @@ QUICK_REPEATS = {
     "telemetry": 2_000,
     "capacity": 1,
     "replay": 1,
+    "wide_tree": 1,
 }
 
 
@@ -271,6 +276,9 @@ def format_memory(result: dict[str, Any]) -> str:
                 f"<= {_ms(r['target_rss_mb'])}" if r.get("target_rss_mb") else "-",
                 _verdict(r.get("pass")),
                 _ms(r.get("nova_peak_mb")),
+                f"{r['view_providers']:,}" if r.get("view_providers") else "-",
+                _ms(r.get("view_mb")),
+                f"{r['view_bytes_per_provider']:,}" if r.get("view_bytes_per_provider") else "-",
             ]
         )
     return table(
@@ -283,6 +291,9 @@ def format_memory(result: dict[str, Any]) -> str:
             "target RSS",
             "",
             "nova peak MB",
+            "nested view: providers",
+            "MB",
+            "B/provider",
         ],
         rows,
     )
@@ -329,6 +340,7 @@ FORMATTERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "telemetry": format_generic,
     "capacity": format_generic,
     "replay": format_generic,
+    "wide_tree": format_generic,
 }
 
 HEADINGS = {
@@ -353,6 +365,9 @@ HEADINGS = {
     "view_cost": "view_cost: what keeping the provider view current costs Placement, its "
     "database and the scheduler, through the API and through the database, idle and under "
     "claims by another writer (target: a change in the view within ~1 s)",
+    "wide_tree": "wide_tree: Placement bug 2070257's shape, 8 PCI devices under every host and "
+    "6 asked, answered by the provider view and by Placement, max_allocation_candidates "
+    "100,000, both generation strategies (no target)",
     "telemetry": "telemetry: what counting one request into the Prometheus metrics costs, off, "
     "in memory and in multiprocess files ([metrics_exporter] listen), and one /metrics scrape",
 }
@@ -381,7 +396,7 @@ def run_section(
     out: dict[str, Any] = {"sizes": sizes, "repeats": repeats}
     if name == "core":
         return module.run(sizes, repeats, out, progress=progress, quiet_seconds=quiet_seconds)
-    if name in ("memory", "view_cost", "capacity", "replay"):
+    if name in ("memory", "view_cost", "capacity", "replay", "wide_tree"):
         return module.run(sizes, repeats, out, progress=progress)
     return module.run(sizes, repeats, out)
 

@@ -47,14 +47,13 @@ from scheduler.demo.embedded_placement import EmbeddedPlacement
 from scheduler.placement.api import (
     AllocationCandidates,
     AllocationCandidatesQuery,
-    ClaimConflict,
     PlacementClient,
     QueryGroup,
 )
 from scheduler.placement.view import ApiFeed, ProviderView
 from scheduler.placement.view.search import SearchOptions
 from tests.hunt import examples, hunting
-from tests.placement_world import Inv
+from tests.placement_world import BuiltWorld, Inv
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -518,55 +517,23 @@ def asks(draw: st.DrawFn) -> Ask:
     return ask
 
 
-class Built:
+class Built(BuiltWorld):
     """A world made real in Placement: its providers, aggregates and consumers."""
 
     def __init__(self, client: PlacementClient, world: World):
-        self.client = client
+        super().__init__(
+            client,
+            world.rps,
+            aggregates=AGGREGATES,
+            name=lambda rp: rp.name,
+            project=PROJECT,
+            user=USER,
+        )
         self.world = world
-        self.aggregates = [str(uuid.uuid4()) for _ in range(AGGREGATES)]
-        self.created: list[str] = []
-        self.consumers: list[str] = []
 
     def build(self) -> None:
-        for rp in self.world.rps:
-            parent = self.world.rps[rp.parent].uuid if rp.parent is not None else None
-            self.client.create_provider(
-                rp.uuid,
-                rp.name,
-                inventories={rc: inv.body() for rc, inv in rp.inventories.items()},
-                traits=sorted(rp.traits),
-                aggregates=[self.aggregates[a] for a in sorted(rp.aggregates)],
-                parent_provider_uuid=parent,
-            )
-            self.created.append(rp.uuid)
-        with_inventory = [rp for rp in self.world.rps if rp.inventories]
-        for parts in self.world.consumers:
-            if not with_inventory:
-                break
-            allocations: dict[str, dict[str, Any]] = {}
-            for rp_pick, rc_pick, amount_pick in parts:
-                rp = with_inventory[rp_pick % len(with_inventory)]
-                rc = sorted(rp.inventories)[rc_pick % len(rp.inventories)]
-                amounts = rp.inventories[rc].amounts()
-                resources = allocations.setdefault(rp.uuid, {"resources": {}})["resources"]
-                if amounts and rc not in resources:
-                    resources[rc] = amounts[amount_pick % len(amounts)]
-            allocations = {rp: body for rp, body in allocations.items() if body["resources"]}
-            if not allocations:
-                continue
-            consumer = str(uuid.uuid4())
-            self.consumers.append(consumer)
-            try:
-                self.client.claim_resources(consumer, {"allocations": allocations}, PROJECT, USER)
-            except ClaimConflict:
-                pass  # it did not fit next to the earlier claims: nothing was written
-
-    def clean(self) -> None:
-        for consumer in self.consumers:
-            self.client.delete_allocation_for_instance(consumer)
-        for rp in reversed(self.created):  # children were created after their parents
-            self.client.delete_provider(rp)
+        self.create_providers()
+        self.claim(self.world.consumers)
 
     def group(self, suffix: str, g: Group) -> QueryGroup:
         in_tree = None

@@ -37,13 +37,12 @@ from scheduler.demo.embedded_placement import EmbeddedPlacement
 from scheduler.placement.api import (
     AllocationCandidates,
     AllocationCandidatesQuery,
-    ClaimConflict,
     PlacementClient,
     QueryGroup,
 )
 from scheduler.placement.view import ApiFeed, ProviderView
 from tests.hunt import examples
-from tests.placement_world import Inv
+from tests.placement_world import BuiltWorld, Inv
 
 PROJECT = "p-" + uuid.uuid4().hex[:8]
 USER = "u-" + uuid.uuid4().hex[:8]
@@ -259,48 +258,23 @@ def asks(draw: st.DrawFn) -> Ask:
     return ask
 
 
-class Built:
+class Built(BuiltWorld):
     """A world made real in Placement: its providers, aggregates and consumers."""
 
     def __init__(self, client: PlacementClient, world: World):
-        self.client = client
+        super().__init__(
+            client,
+            world.rps,
+            aggregates=AGGREGATES,
+            name=lambda rp: "pve-" + rp.uuid[:8],
+            project=PROJECT,
+            user=USER,
+        )
         self.world = world
-        self.aggregates = [str(uuid.uuid4()) for _ in range(AGGREGATES)]
-        self.created: list[str] = []
-        self.consumers: list[str] = []
 
     def build(self) -> None:
-        for rp in self.world.rps:
-            parent = self.world.rps[rp.parent].uuid if rp.parent is not None else None
-            self.client.create_provider(
-                rp.uuid,
-                "pve-" + rp.uuid[:8],
-                inventories={rc: inv.body() for rc, inv in rp.inventories.items()},
-                traits=sorted(rp.traits),
-                aggregates=[self.aggregates[a] for a in sorted(rp.aggregates)],
-                parent_provider_uuid=parent,
-            )
-            self.created.append(rp.uuid)
-        for parts in self.world.consumers:
-            allocations: dict[str, dict[str, Any]] = {}
-            for rp_pick, rc_pick, amount_pick in parts:
-                rp = self.world.rps[rp_pick % len(self.world.rps)]
-                if not rp.inventories:
-                    continue
-                rc = sorted(rp.inventories)[rc_pick % len(rp.inventories)]
-                amounts = rp.inventories[rc].amounts()
-                resources = allocations.setdefault(rp.uuid, {"resources": {}})["resources"]
-                if amounts and rc not in resources:
-                    resources[rc] = amounts[amount_pick % len(amounts)]
-            allocations = {rp: body for rp, body in allocations.items() if body["resources"]}
-            if not allocations:
-                continue
-            consumer = str(uuid.uuid4())
-            self.consumers.append(consumer)
-            try:
-                self.client.claim_resources(consumer, {"allocations": allocations}, PROJECT, USER)
-            except ClaimConflict:
-                pass  # it did not fit next to the earlier claims: nothing was written
+        self.create_providers()
+        self.claim(self.world.consumers)
         for pick in self.world.shrunk:
             rp = self.world.rps[pick % len(self.world.rps)]
             halved = {}
@@ -308,12 +282,6 @@ class Built:
                 total = max(1, inv.total // 2)
                 halved[rc] = replace(inv, total=total, reserved=min(inv.reserved, total)).body()
             self.client.set_inventories(rp.uuid, halved)
-
-    def clean(self) -> None:
-        for consumer in self.consumers:
-            self.client.delete_allocation_for_instance(consumer)
-        for rp in reversed(self.created):  # children were created after their parents
-            self.client.delete_provider(rp)
 
     def query(self, ask: Ask) -> AllocationCandidatesQuery:
         in_tree = None

@@ -221,6 +221,18 @@ def test_memory_table_marks_the_target():
     assert "FAIL" in text and "100,000" in text
 
 
+def test_the_memory_child_also_holds_the_nested_view(tmp_path):
+    from benchmarks import memory, placement_seed
+
+    bench = fleet.build(30, str(tmp_path / "f"))
+    row = memory._child(bench.api_url, 1)
+    # every host: its root, an agent and two bridges; one in four: four devices more
+    with_devices = len(range(0, 30, placement_seed.PCI_EVERY))
+    assert row["hosts"] == 30
+    assert row["view_providers"] == 30 * 4 + with_devices * placement_seed.PCI_DEVICES
+    assert {"view_mb", "view_bytes_per_provider"} <= row.keys()
+
+
 def test_instance_lists_are_synced_as_in_a_live_cell(tmp_path):
     from scheduler.conf import CONF
 

@@ -46,6 +46,7 @@ are Placement's.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import random
 from collections.abc import Iterator
@@ -61,13 +62,14 @@ if TYPE_CHECKING:
     from scheduler.placement.view.view import ProviderView
 
 STRATEGIES = ("depth-first", "breadth-first")
-# combinations of one way per group the search examines at most, one by one (when some of them
-# may not be candidates); past that the view declines and Placement answers
-MAX_EXAMINED = 200_000
+# the steps the search takes at most examining combinations one by one (when some of them may
+# not be candidates; a step tries one way of one group below a partial combination): about 1.5 s
+# on 2 cores with the view's lock held; past that the view declines and Placement answers
+MAX_EXAMINED = 1_000_000
 
 
 class TooWide(Exception):
-    """The query asks the search to examine more than ``MAX_EXAMINED`` combinations."""
+    """The query asks the search to take more than ``MAX_EXAMINED`` steps."""
 
 
 _CLASS_ORDER = {rc: i for i, rc in enumerate(os_resource_classes.STANDARDS)}
@@ -125,6 +127,7 @@ class TreeSearch:
         self.size = len(view.slots)
         self.groups = _group_order(query.effective_groups())
         self.sharing_used = False
+        self._rooms: dict[tuple[int, str], int] = {}
 
     # -- masks over the slots ----------------------------------------------------------------
     def _mask(self, kind: str, name: str) -> np.ndarray:
@@ -346,13 +349,8 @@ class TreeSearch:
             other = np.zeros(self.size, dtype=bool)
             other[providers] = True
             mask &= other
-        for t in group.required_traits:
-            mask &= self._mask("t", t)
-        for any_of in group.required_any:
-            mask &= self._any("t", any_of)
-        if group.forbidden_traits:
-            mask &= ~self._any("t", group.forbidden_traits)
-        roots = np.flatnonzero(mask)
+        # (the aggregates were applied per class already; again on the root, the anchor, alike)
+        roots = np.flatnonzero(self._traits_and_aggregates(group, mask))
         return _Matches.of_pairs(roots, roots, self._rank(), tuple(amounts))
 
     def _spread_on_trees(
@@ -454,42 +452,50 @@ class TreeSearch:
         suffixes: list[str],
     ) -> list[tuple[_Pick, ...]]:
         """The combinations that pass group_policy, same_subtree and capacity, in the
-        strategy's order, at most ``max_allocation_candidates``."""
+        strategy's order, at most ``max_allocation_candidates``.
+
+        Each anchor's combinations come in ``itertools.product`` order, as Placement makes
+        them, but a combination whose first groups already exceed a capacity or ``max_unit``,
+        or already put two isolated groups on one provider, is not extended (everything it
+        would extend to fails the same way): a wide tree asked for many devices with isolate
+        (Placement bug 2070257: 8 devices and 6 groups are 262,144 products a tree, 20,160 of
+        them candidates) costs the candidates, not the products. Breadth-first takes the
+        anchors in turns of Placement's products: the k-th product of every anchor before any
+        anchor's (k+1)-th, skipped products included."""
         options = self.options
         cap = options.max_allocation_candidates
         granular = [i for i, s in enumerate(suffixes) if s]
-        isolate = self.query.group_policy == "isolate" and len(granular) > 1
+        isolated = (
+            frozenset(granular)
+            if self.query.group_policy == "isolate" and len(granular) > 1
+            else frozenset()
+        )
         subtrees = [
             [i for i, s in enumerate(suffixes) if s in subtree]
             for subtree in self.query.same_subtree
             if subtree
         ]
-        generators = [
-            itertools.product(
-                *(
+        budget = _Budget()
+        walks = [
+            self._walk(
+                [
                     [m.pick(start + j) for j in range(count)]
                     for m, (start, count) in zip(matches, (span[k] for span in spans), strict=True)
-                )
+                ],
+                isolated,
+                budget,
             )
             for k in range(len(anchors))
         ]
-        if options.allocation_candidates_generation_strategy == "breadth-first":
-            stream: Iterator[tuple[_Pick, ...]] = _roundrobin(generators)
+        breadth = options.allocation_candidates_generation_strategy == "breadth-first"
+        if breadth and cap >= 0:  # (without a cap the order within each anchor is the same)
+            stream: Iterator[tuple[_Pick, ...]] = _in_turns(walks)
         else:
-            stream = itertools.chain.from_iterable(generators)
+            stream = (combo for walk in walks for _, combo in walk)
         results: list[tuple[_Pick, ...]] = []
         seen: set[Any] = set()
-        for examined, combo in enumerate(stream):
-            if examined >= MAX_EXAMINED:
-                # (the view's lock is held: a query this wide must not stop the others)
-                raise TooWide(
-                    f"more than {MAX_EXAMINED:,} combinations of request groups to examine"
-                )
-            if isolate and len({combo[i].mapped[0] for i in granular}) != len(granular):
-                continue
+        for combo in stream:
             if subtrees and not all(self._same_subtree(combo, members) for members in subtrees):
-                continue
-            if self._exceeds(combo):
                 continue
             if self.sharing_used:
                 key = _key(combo, suffixes)
@@ -501,25 +507,102 @@ class TreeSearch:
                 break
         return results
 
+    def _walk(
+        self, lists: list[list[_Pick]], isolated: frozenset[int], budget: _Budget
+    ) -> Iterator[tuple[int, tuple[_Pick, ...]]]:
+        """One anchor's combinations of one way per group (``lists``) that stay within
+        every capacity and ``max_unit`` and keep the ``isolated`` groups on distinct
+        providers, in product order, each with its index among all the products."""
+        depth = len(lists)
+        weights = [1] * depth
+        for level in range(depth - 2, -1, -1):
+            weights[level] = weights[level + 1] * len(lists[level + 1])
+        room = self._room
+        # each way: the pick, its provider when its group is isolated (else -1), and what it
+        # takes: ((slot, class), amount, room)
+        ways = [
+            [
+                (
+                    pick,
+                    pick.mapped[0] if level in isolated else -1,
+                    tuple(((slot, rc), n, room((slot, rc))) for slot, rc, n in pick.taken),
+                )
+                for pick in picks
+            ]
+            for level, picks in enumerate(lists)
+        ]
+        totals: dict[tuple[int, str], int] = {}
+        taken_by_isolated: set[int] = set()
+        chosen: list[Any] = [None] * depth
+        at = [0] * depth  # the way each level tries next
+        index = 0  # the product index of the ways chosen above the current level
+        last = depth - 1
+        level = 0
+        budget.spend(len(ways[0]))
+        # depth first, one frame: choose a way at ``level``, go down, come back up
+        while True:
+            options = ways[level]
+            j = at[level]
+            if j == len(options):
+                at[level] = 0
+                level -= 1
+                if level < 0:
+                    return
+                # take back the way chosen at the level above, and try its next one
+                _, provider, takes = ways[level][at[level]]
+                for key, amount, _ in takes:
+                    totals[key] -= amount
+                if provider >= 0:
+                    taken_by_isolated.discard(provider)
+                index -= at[level] * weights[level]
+                at[level] += 1
+                continue
+            pick, provider, takes = options[j]
+            if provider >= 0 and provider in taken_by_isolated:
+                at[level] = j + 1
+                continue
+            added = 0
+            for key, amount, limit in takes:
+                total = totals.get(key, 0) + amount
+                if total > limit:
+                    break
+                totals[key] = total
+                added += 1
+            if added < len(takes):
+                for key, amount, _ in takes[:added]:
+                    totals[key] -= amount
+                at[level] = j + 1
+                continue
+            chosen[level] = pick
+            if level == last:
+                yield index + j, tuple(chosen)
+                for key, amount, _ in takes:
+                    totals[key] -= amount
+                at[level] = j + 1
+                continue
+            if provider >= 0:
+                taken_by_isolated.add(provider)
+            index += j * weights[level]
+            level += 1
+            budget.spend(len(ways[level]))
+
+    def _room(self, key: tuple[int, str]) -> int:
+        """How much one request may take of a provider's class: within its capacity left
+        and its max_unit."""
+        room = self._rooms.get(key)
+        if room is None:
+            slot, rc = key
+            column = self.view.column(rc)
+            room = int(min(column.capacity[slot] - column.used[slot], column.max_unit[slot]))
+            self._rooms[key] = room
+        return room
+
     def _same_subtree(self, combo: tuple[_Pick, ...], members: list[int]) -> bool:
         providers = {p for i in members for p in combo[i].mapped}
         if len(providers) <= 1:
             return True
         common = frozenset.intersection(*(self._ancestors(p) for p in providers))
         return bool(common & providers)
-
-    def _exceeds(self, combo: tuple[_Pick, ...]) -> bool:
-        """Whether the amounts summed per provider and class exceed the capacity or the
-        max_unit (Placement's check of the merged request)."""
-        totals: dict[tuple[int, str], int] = {}
-        for pick in combo:
-            for slot, rc, n in pick.taken:
-                totals[slot, rc] = totals.get((slot, rc), 0) + n
-        for (slot, rc), n in totals.items():
-            column = self.view.column(rc)
-            if column.used[slot] + n > column.capacity[slot] or n > column.max_unit[slot]:
-                return True
-        return False
 
     # -- 4. the answer -------------------------------------------------------------------------
     def _uuids(self) -> list[str]:
@@ -735,14 +818,36 @@ def _key(combo: tuple[_Pick, ...], suffixes: list[str]) -> tuple:
     )
 
 
-def _roundrobin(generators: list[Iterator[Any]]) -> Iterator[Any]:
-    """One item of each generator in turn, dropping each as it runs out."""
-    active = list(generators)
-    while active:
-        still = []
-        for gen in active:
-            for item in gen:
-                yield item
-                still.append(gen)
-                break
-        active = still
+class _Budget:
+    """The steps one search may take examining combinations (``MAX_EXAMINED``)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = MAX_EXAMINED
+
+    def spend(self, steps: int) -> None:
+        self.left -= steps
+        if self.left < 0:
+            # (the view's lock is held: a query this wide must not stop the others)
+            raise TooWide(f"more than {MAX_EXAMINED:,} combinations of request groups")
+
+
+def _in_turns(walks: list[Iterator[tuple[int, Any]]]) -> Iterator[Any]:
+    """The walks' combinations by their product index, and among equal indices by walk
+    (Placement's round robin over the anchors' products, the skipped ones taking their
+    turn too)."""
+    heap: list[tuple[int, int, Any]] = []
+    for k, walk in enumerate(walks):
+        first = next(walk, None)
+        if first is not None:
+            heap.append((first[0], k, first[1]))
+    heapq.heapify(heap)
+    while heap:
+        _, k, combo = heap[0]
+        yield combo
+        following = next(walks[k], None)
+        if following is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (following[0], k, following[1]))

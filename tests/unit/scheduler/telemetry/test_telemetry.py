@@ -334,7 +334,7 @@ def test_not_enough_names_the_filter_that_removed_the_last_host():
         ("the provider view found no candidate", "no_candidate"),
         ("the provider view failed (see the log)", "failed"),
         ("the view does not answer an empty query", "empty_query"),
-        ("the view does not examine more than 200,000 combinations of request", "too_wide"),
+        ("the view does not examine more than 1,000,000 combinations of requests", "too_wide"),
         ("the provider view's freshness check took too long", "not_checked"),
         ("the provider view's refreshes are failing (timeout)", "not_checked"),
     ],

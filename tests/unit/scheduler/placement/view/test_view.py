@@ -519,6 +519,84 @@ def test_max_allocation_candidates_and_the_strategies(strategy, roots):
     assert [next(iter(r["allocations"])) for r in answer.candidates.allocation_requests] == roots
 
 
+def _devices(root: str, used: tuple[int, ...] = (), count: int = 2) -> list[ProviderRecord]:
+    """A compute node and ``count`` PCI devices of one unit; the ``used`` ones are taken."""
+    records = [rec(root)]
+    for d in range(count):
+        taken = {f"vm-{root}-{d}": {"CUSTOM_PCI_X": 1}} if d in used else None
+        records.append(
+            rec(
+                f"{root}-pci{d}",
+                inv={"CUSTOM_PCI_X": Inventory(1)},
+                parent=root,
+                root=root,
+                allocations=taken,
+            )
+        )
+    return records
+
+
+def _two_devices() -> AllocationCandidatesQuery:
+    return ask(
+        QueryGroup(suffix="_PCI1", resources={"CUSTOM_PCI_X": 1}),
+        QueryGroup(suffix="_PCI2", resources={"CUSTOM_PCI_X": 1}),
+        group_policy="none",
+    )
+
+
+def test_breadth_first_turns_count_the_products_that_are_not_candidates():
+    # a: devices 0 and 1 of one unit: products (0,0) no, (0,1) yes, (1,0) yes, (1,1) no
+    # b: one device of two units: its only product (0,0) is a candidate
+    double = rec("b-pci0", inv={"CUSTOM_PCI_X": Inventory(2)}, parent="b", root="b")
+    fleet = [*_devices("a"), rec("b"), double]
+    ab = {"_PCI1": ["a-pci0"], "_PCI2": ["a-pci1"]}
+    ba = {"_PCI1": ["a-pci1"], "_PCI2": ["a-pci0"]}
+    bb = {"_PCI1": ["b-pci0"], "_PCI2": ["b-pci0"]}
+    # Placement's round robin: the first products of a and b (a's is no candidate), then
+    # the second of a; depth-first takes a's before b's
+    for strategy, cap, expected in [
+        ("breadth-first", 3, [bb, ab, ba]),
+        ("breadth-first", 1, [bb]),
+        ("depth-first", 3, [ab, ba, bb]),
+        ("depth-first", 1, [ab]),
+    ]:
+        view = loaded(fleet, search=SearchOptions(cap, strategy))
+        assert [r["mappings"] for r in answered(view, _two_devices())] == expected
+
+
+def test_a_wide_tree_costs_its_candidates_not_its_products(monkeypatch):
+    from scheduler.placement.view import search
+
+    # Placement bug 2070257's shape, smaller: 6 devices, 4 asked without isolate: 6^4 = 1296
+    # products a tree, 360 candidates (4 distinct devices); one device taken on b
+    fleet = _devices("a", count=6) + _devices("b", used=(2,), count=6)
+    asked = [QueryGroup(suffix=f"_PCI{d}", resources={"CUSTOM_PCI_X": 1}) for d in range(4)]
+    query = ask(QueryGroup(resources={"VCPU": 1}), *asked, group_policy="none")
+    # the steps: a prefix that takes a device twice is not extended
+    monkeypatch.setattr(search, "MAX_EXAMINED", 3000)
+    for strategy in search.STRATEGIES:
+        view = loaded(fleet, search=SearchOptions(-1, strategy))
+        answer = view.candidates(query)
+        assert answer.matched == 360 + 120  # b: 4 of its 5 free devices, in order
+        requests = answer.candidates.allocation_requests
+        for r in requests:
+            devices = [r["mappings"][f"_PCI{d}"][0] for d in range(4)]
+            assert len(set(devices)) == 4 and "b-pci2" not in devices
+        capped = loaded(fleet, search=SearchOptions(10, strategy)).candidates(query)
+        roots = [min(r["allocations"]) for r in capped.candidates.allocation_requests]
+        assert len(roots) == 10
+        # depth-first: a's first ten; breadth-first: b's first product that fits is its
+        # 59th, and a's 59th comes before it, then they take turns
+        assert set(roots) == ({"a"} if strategy == "depth-first" else {"a", "b"})
+    assert "more than" in declined(
+        loaded(fleet, search=SearchOptions(-1, "depth-first")),
+        ask(
+            *[QueryGroup(suffix=f"_PCI{d}", resources={"CUSTOM_PCI_X": 1}) for d in range(6)],
+            group_policy="none",
+        ),
+    )
+
+
 def test_a_class_moving_between_root_and_children_changes_the_path_not_the_answer():
     view = loaded([rec("a"), rec("k1", inv={"PCPU": Inventory(1)}, parent="a", root="a")])
     assert picked(view, q({"PCPU": 1})) == {"k1"}
@@ -951,9 +1029,10 @@ def test_a_claim_by_a_consumer_the_read_holds_marks_the_provider_dirty():
 def test_a_query_too_wide_to_examine_is_left_to_placement(monkeypatch):
     from scheduler.placement.view import search
 
-    monkeypatch.setattr(search, "MAX_EXAMINED", 5)
+    monkeypatch.setattr(search, "MAX_EXAMINED", 6)
     view = loaded(host("a"))
-    # two devices asked with isolate: each combination must be examined (4 here)
+    # two devices asked with isolate: each combination of one device per group is examined
+    # (2 for the first group, 2 x 2 with the second: 6 steps)
     two = [
         QueryGroup(suffix="_PCI1", resources={"CUSTOM_PCI_X": 1}),
         QueryGroup(suffix="_PCI2", resources={"CUSTOM_PCI_X": 1}),
@@ -961,7 +1040,7 @@ def test_a_query_too_wide_to_examine_is_left_to_placement(monkeypatch):
     assert len(answered(view, ask(*two, group_policy="isolate"))) == 2
     three = [*two, QueryGroup(suffix="_BW", resources={"NET_BW_EGR_KILOBIT_PER_SEC": 1})]
     three.append(QueryGroup(suffix="_PCI3", resources={"CUSTOM_PCI_X": 1}))
-    assert "more than 5 combinations" in declined(view, ask(*three, group_policy="isolate"))
+    assert "more than 6 combinations" in declined(view, ask(*three, group_policy="isolate"))
 
 
 def test_the_summaries_of_an_answer_hold_its_trees_only():
