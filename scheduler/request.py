@@ -156,6 +156,9 @@ class SchedulingRequest(RequestSpec):
     deadline: float = math.inf
     deadline_seconds: float = math.inf
     use_view: bool = True  # False: ask Placement (a NoValidHost from the view, asked again)
+    # who asks: "schedule" (nova's select_destinations), or a tool that reports its own
+    # failures ("capacity": a refused query is that tool's to log, not an ERROR of the service)
+    purpose: str = "schedule"
 
     scratch: Scratch = field(default_factory=Scratch)
     trace: Trace = field(default_factory=Trace)

@@ -67,6 +67,9 @@ class FlavorCapacity:
     stranded: dict[str, float] = field(default_factory=dict)  # resource class -> amount
     # when nothing fits: why (the NoValidHost the scheduler would give)
     reason: str = ""
+    # NoValidHost's cause when the candidates could not be had (placement_refused: Placement
+    # refused the flavor's query, such as a trait it does not know yet)
+    cause: str = ""
     source: str = ""  # where the candidates came from: "view" or "placement"
     elapsed: float = 0.0
 
@@ -111,12 +114,14 @@ class CapacityCalculator:
         started = time.perf_counter()
         out = FlavorCapacity(flavor=flavor.name or flavor.flavorid or "?", total=0)
         req = self.driver.new_request(self._context(), self._spec(flavor))
+        req.purpose = "capacity"
         fits: list[tuple[HostState, int | None]] = []
         summaries: dict[str, dict[str, Any]] = {}
         try:
             candidates, hosts = self.driver.placement_candidates(req, unlimited=True)
         except NoValidHost as exc:
             out.reason = exc.reason
+            out.cause = exc.cause
         else:
             out.source = req.trace.candidate_source
             summaries = candidates.provider_summaries

@@ -59,6 +59,7 @@ class CapacityReporter:
         self._series: set[tuple[str, ...]] = set()  # flavor, az
         self._stranded: set[tuple[str, ...]] = set()  # resource class, flavor
         self._failing = False
+        self._refused: set[str] = set()  # flavors whose query Placement refuses (warned once)
 
     def start(self) -> None:
         if self.interval <= 0 or self._thread is not None:
@@ -100,6 +101,7 @@ class CapacityReporter:
         if self._failing:
             LOG.info("The capacity gauges are computed again")
         self._failing = False
+        self._note_refusals(figures)
         self.publish(figures)
         LOG.info(
             "Capacity of %d flavor(s) computed in %.0f ms",
@@ -107,6 +109,24 @@ class CapacityReporter:
             (time.perf_counter() - started) * 1000,
         )
         return True
+
+    def _note_refusals(self, figures: list[FlavorCapacity]) -> None:
+        """A flavor whose query Placement refuses (a trait it does not know yet, say) is a note
+        about that flavor, not a fault of the service: one WARNING per flavor until its
+        capacity can be computed again."""
+        for f in figures:
+            if f.cause == "placement_refused":
+                if f.flavor not in self._refused:
+                    self._refused.add(f.flavor)
+                    LOG.warning(
+                        "The capacity of flavor %s cannot be computed until Placement takes its "
+                        "query (warned once): %s",
+                        f.flavor,
+                        f.reason,
+                    )
+            elif f.flavor in self._refused:
+                self._refused.discard(f.flavor)
+                LOG.info("The capacity of flavor %s is computed again", f.flavor)
 
     def publish(self, figures: list[FlavorCapacity]) -> None:
         """Set the gauges to ``figures`` and remove the series no longer in them."""

@@ -73,8 +73,10 @@ class CandidateSource:
                             )
                         )
                     except PlacementClientError as exc:
-                        # (a 4xx: Placement is up and says the query is wrong; not an outage)
-                        LOG.error("Placement refused the allocation candidates query: %s", exc)
+                        # (a 4xx: Placement is up and says the query is wrong; not an outage;
+                        # a tool's request is that tool's to report)
+                        log = LOG.error if req.purpose == "schedule" else LOG.debug
+                        log("Placement refused the allocation candidates query: %s", exc)
                         raise NoValidHost(
                             f"Placement refused the query {q.describe()}: {exc}",
                             "placement_refused",

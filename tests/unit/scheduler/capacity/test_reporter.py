@@ -105,3 +105,41 @@ def test_no_interval_no_thread(registry):
         assert reporter._thread is None
     finally:
         CONF.clear_override("interval", group="capacity")
+
+
+def test_a_flavor_placement_refuses_is_one_warning_until_it_can_be_counted(registry, caplog):
+    from scheduler.placement.api import PlacementClientError
+
+    driver, _ = _fleet()
+    placement = driver.placement
+    answer = placement.get_allocation_candidates
+
+    def refusing(query, request_id=None, *, not_before=None):
+        if any("CUSTOM_NEW" in g.required_traits for g in query.groups):
+            raise PlacementClientError("400 No such trait(s): CUSTOM_NEW")
+        return answer(query, request_id, not_before=not_before)
+
+    placement.get_allocation_candidates = refusing
+    new = Flavor(name="m1.new", vcpus=1, memory_mb=512, root_gb=1)
+    new.extra_specs = {"trait:CUSTOM_NEW": "required"}
+    reporter = CapacityReporter(driver, CONF, flavors=lambda: [SMALL, new], lock_dir=None)
+    caplog.set_level(logging.DEBUG)
+    for _ in range(3):
+        assert reporter.run_once()  # the other flavors are still counted
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "m1.new" in r.message]
+    assert errors == [] and len(warned) == 1, caplog.text
+    assert "No such trait" in warned[0].message
+    small = {"flavor": "m1.small", "az": "az-a"}
+    assert registry.get_sample_value("novasched_flavor_capacity_instances", small) == 4
+    # Placement learns the trait: computed again (said once), and a later refusal warns again
+    placement.get_allocation_candidates = answer
+    caplog.clear()
+    assert reporter.run_once()
+    assert [r.message for r in caplog.records if "m1.new" in r.message] == [
+        "The capacity of flavor m1.new is computed again"
+    ]
+    placement.get_allocation_candidates = refusing
+    caplog.clear()
+    reporter.run_once()
+    assert sum("m1.new" in r.message and r.levelno == logging.WARNING for r in caplog.records) == 1
