@@ -9,7 +9,9 @@
    and config file; ``cell_v2 map_cell0`` and ``create_cell --name cell1``; then nova-api
    (gunicorn on ``nova.wsgi.osapi_compute``) and nova-conductor, which keep the cell mappings
    they first read;
-3. ``cell_v2 discover_hosts`` once every compute has its compute node, the aggregates and
+3. ``cell_v2 discover_hosts`` once every compute has its compute node (and the PCI devices of
+   ``dep-pci`` are in Placement and in its compute node's PCI pools), the Open vSwitch agents'
+   providers under their hosts' (``NeutronStandIn.report_ovs_agent``), the aggregates and
    availability zones, then ``novasched-scheduler --config-file nova.conf``: the one nova.conf
    every nova service reads (there is no nova-scheduler process).
 
@@ -39,6 +41,7 @@ from typing import Any
 
 import requests
 
+from tests.deployment.nova_compute import PCI_ADDRESSES, PCI_PRODUCT_ID, PCI_VENDOR_ID
 from tests.deployment.stand_ins import GlanceStandIn, NeutronStandIn
 from tests.functional.fixtures_placement import (
     MARIADB_HOST,
@@ -61,15 +64,31 @@ ADMIN_PROJECT = "a0000000000000000000000000000001"
 TENANT_PROJECT = "b0000000000000000000000000000002"
 
 
+# the [pci] alias of nova.conf: one of the devices dep-pci's driver reports
+PCI_ALIAS = "nsfake-nic"
+PCI_ALIAS_SPEC = {
+    "name": PCI_ALIAS,
+    "vendor_id": PCI_VENDOR_ID,
+    "product_id": PCI_PRODUCT_ID,
+    "device_type": "type-PCI",
+}
+PCI_RESOURCE_CLASS = f"CUSTOM_PCI_{PCI_VENDOR_ID}_{PCI_PRODUCT_ID}".upper()
+
+
 @dataclass(frozen=True, slots=True)
 class ComputeSpec:
-    """One nova-compute process: its host name, virt driver and what makes it differ."""
+    """One nova-compute process: its host name, virt driver and what makes it differ.
+    ``pci_devices``: the addresses of the PCI devices its driver reports, which it puts in
+    Placement (``[pci] device_spec``, ``report_in_placement``); ``ovs_bridges``: ``(bridge,
+    physnet, kbps)`` of the Open vSwitch agent the Neutron stand-in reports on it."""
 
     host: str
     driver: str
     usable_ram_mb: int
     ram_allocation_ratio: float = 1.0
     cpu_allocation_ratio: float = 4.0
+    pci_devices: tuple[str, ...] = ()
+    ovs_bridges: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def reserved_host_memory_mb(self) -> int:
@@ -97,6 +116,22 @@ COMPUTES = (
     # dedicated CPUs (PCPU) and an emulated TPM (the COMPUTE_SECURITY_TPM_* traits), alone in
     # its zone: tests/deployment/nova_compute.py
     ComputeSpec("dep-sec", "novasched_fake.SecureFakeDriver", 16384),
+    # nested providers, alone in their zone (tests/deployment/test_nested_providers.py): two
+    # PCI devices in Placement on dep-pci; an Open vSwitch agent on each with a bridge per
+    # physnet, only dep-pci's physnet2 bridge with room for a 5 Mbit/s minimum
+    ComputeSpec(
+        "dep-pci",
+        "novasched_fake.PciFakeDriver",
+        16384,
+        pci_devices=PCI_ADDRESSES,
+        ovs_bridges=(("br-phy1", "physnet1", 10_000_000), ("br-phy2", "physnet2", 10_000_000)),
+    ),
+    ComputeSpec(
+        "dep-ovs",
+        "fake.FakeDriverWithoutFakeNodes",
+        16384,
+        ovs_bridges=(("br-phy1", "physnet1", 10_000_000), ("br-phy2", "physnet2", 1_000)),
+    ),
 )
 ZONES = (
     ZoneSpec("main", ("dep-c1", "dep-c2"), {"availability_zone": "az-main"}),
@@ -104,6 +139,7 @@ ZONES = (
     ZoneSpec("resched", ("dep-resched", "dep-c4"), {"availability_zone": "az-resched"}),
     ZoneSpec("ssd", ("dep-c2",), {"ssd": "true"}),
     ZoneSpec("sec", ("dep-sec",), {"availability_zone": "az-sec"}),
+    ZoneSpec("nest", ("dep-pci", "dep-ovs"), {"availability_zone": "az-nest"}),
 )
 DEFAULT_ZONE = "az-main"
 
@@ -114,11 +150,17 @@ ENABLED_FILTERS = (
     "ServerGroupAntiAffinityFilter",
     "ServerGroupAffinityFilter",
     "AggregateInstanceExtraSpecsFilter",
+    "PciPassthroughFilter",
 )
 
 
 class DeploymentError(RuntimeError):
     """A service did not come up; the message carries its log's tail."""
+
+
+def pci_provider_name(host: str, address: str) -> str:
+    """The name nova-compute gives a PCI device's provider (``pci_placement_translator``)."""
+    return f"{host}_{address.upper()}"
 
 
 def _free_port() -> int:
@@ -279,6 +321,10 @@ class Deployment:
             ]
             for job in jobs:
                 job.result()
+        self.placement_api = RestClient(
+            self.placement.url,
+            {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"},
+        )
         self.timings["databases, Placement"] = time.monotonic() - t0
         self._write_nova_conf()
         self._write_api_paste()
@@ -293,10 +339,10 @@ class Deployment:
         self.timings["nova services"] = time.monotonic() - t0
         self.admin = compute_client(self.api_url, ADMIN_PROJECT, "admin,member,reader")
         self.tenant = compute_client(self.api_url, TENANT_PROJECT, "member,reader")
-        self.placement_api = RestClient(
-            self.placement.url,
-            {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"},
-        )
+        # as the Open vSwitch agents report their bridges once their hosts' providers exist
+        for spec in COMPUTES:
+            if spec.ovs_bridges:
+                self.neutron.report_ovs_agent(self.placement_api, spec.host, spec.ovs_bridges)
         self._wait_api()
         self._make_zones()
         self.start_novasched()
@@ -446,6 +492,11 @@ enabled_filters = {",".join(ENABLED_FILTERS)}
 # the build-failure weigher would keep every later server off it: the reschedule flow runs
 # once per novasched configuration
 build_failure_weight_multiplier = 0
+# dep-pci reports its PCI devices to Placement: a flavor's PCI alias is a request group
+pci_in_placement = true
+
+[pci]
+alias = {json.dumps(PCI_ALIAS_SPEC)}
 
 [placement]
 auth_type = admin_token
@@ -547,7 +598,7 @@ ovsdb_connection = tcp:127.0.0.1:1
         state = self.run_dir / "state" / spec.host
         state.mkdir(parents=True, exist_ok=True)
         conf = self.compute_conf(spec)
-        conf.write_text(
+        text = (
             "[DEFAULT]\n"
             f"host = {spec.host}\n"
             f"compute_driver = {spec.driver}\n"
@@ -557,6 +608,11 @@ ovsdb_connection = tcp:127.0.0.1:1
             f"ram_allocation_ratio = {spec.ram_allocation_ratio}\n"
             f"cpu_allocation_ratio = {spec.cpu_allocation_ratio}\n"
         )
+        if spec.pci_devices:
+            # its driver's devices are passed through and tracked in Placement
+            device_spec = {"vendor_id": PCI_VENDOR_ID, "product_id": PCI_PRODUCT_ID}
+            text += f"[pci]\ndevice_spec = {json.dumps(device_spec)}\nreport_in_placement = true\n"
+        conf.write_text(text)
         # nova's own entry point, or the launcher that adds the suite's drivers to nova.virt
         if spec.driver.startswith("novasched_fake."):
             command = [
@@ -577,11 +633,11 @@ ovsdb_connection = tcp:127.0.0.1:1
                     f"{name} exited with {proc.returncode} while starting\n{_tail(self.log(name))}"
                 )
 
-    def _cell1_rows(self, sql: str) -> list[tuple]:
+    def _cell1_rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple]:
         conn = _mariadb_connect(self.databases["cell1"])
         try:
             with conn.cursor() as cur:
-                cur.execute(sql)
+                cur.execute(sql, args or None)
                 return list(cur.fetchall())
         finally:
             conn.close()
@@ -601,23 +657,39 @@ ovsdb_connection = tcp:127.0.0.1:1
             wait_for("every nova-compute's compute node", registered, timeout, 0.5)
             wait_for(
                 "every compute's resource provider in Placement",
-                lambda: (
-                    want
-                    <= {
-                        p["name"]
-                        for p in requests.get(
-                            self.placement.url + "/resource_providers",
-                            headers={"X-Auth-Token": "admin"},
-                            timeout=10,
-                        ).json()["resource_providers"]
-                    }
-                ),
+                lambda: want <= set(self._provider_uuids()),
+                timeout,
+                0.5,
+            )
+            wait_for(
+                "every PCI device in Placement and in its compute node's PCI pools",
+                self._pci_devices_reported,
                 timeout,
                 0.5,
             )
         except AssertionError as exc:
             tails = "\n".join(_tail(self.log(h), 15) for h in want)
             raise DeploymentError(f"{exc}\n{tails}") from None
+
+    def _provider_uuids(self) -> dict[str, str]:
+        """Every resource provider in Placement: name -> uuid."""
+        listed = self.placement_api.get("/resource_providers")["resource_providers"]
+        return {p["name"]: p["uuid"] for p in listed}
+
+    def _pci_devices_reported(self) -> bool:
+        """Whether each PCI device of the computes that report them is a provider in
+        Placement and in a PCI pool of its compute node (the pools the PCI filters read name
+        their device's provider: nova-compute writes them after the providers)."""
+        providers = self._provider_uuids()
+        pools = dict(
+            self._cell1_rows("SELECT host, pci_stats FROM compute_nodes WHERE deleted = 0")
+        )
+        for spec in COMPUTES:
+            for address in spec.pci_devices:
+                rp = providers.get(pci_provider_name(spec.host, address))
+                if rp is None or rp not in (pools.get(spec.host) or ""):
+                    return False
+        return True
 
     def _wait_api(self) -> None:
         def answers() -> bool:
@@ -762,13 +834,16 @@ ovsdb_connection = tcp:127.0.0.1:1
         hints: dict[str, Any] | None = None,
         count: int = 1,
         client: RestClient | None = None,
+        networks: str | list[dict[str, str]] = "none",
     ) -> list[str]:
-        """Ask nova for ``count`` servers (one request); return their ids (not waited for)."""
+        """Ask nova for ``count`` servers (one request); return their ids (not waited for).
+        ``networks``: nova's ``networks`` of the server (``[{"port": id}]``: a port of the
+        Neutron stand-in)."""
         server: dict[str, Any] = {
             "name": name,
             "imageRef": self.image_id,
             "flavorRef": flavor,
-            "networks": "none",
+            "networks": networks,
         }
         if az:
             server["availability_zone"] = az
@@ -844,6 +919,21 @@ ovsdb_connection = tcp:127.0.0.1:1
     def provider_uuid(self, host: str) -> str:
         (rp,) = self.placement_api.get(f"/resource_providers?name={host}")["resource_providers"]
         return rp["uuid"]
+
+    def provider(self, rp: str) -> dict[str, Any]:
+        """Placement's resource provider ``rp`` (name, parent, root), with its traits."""
+        provider = self.placement_api.get(f"/resource_providers/{rp}")
+        provider["traits"] = self.placement_api.get(f"/resource_providers/{rp}/traits")["traits"]
+        return provider
+
+    def pci_devices_of(self, server_id: str) -> list[str]:
+        """The addresses of the PCI devices nova-compute claimed for the server."""
+        rows = self._cell1_rows(
+            "SELECT address FROM pci_devices WHERE deleted = 0 AND instance_uuid = %s"
+            " ORDER BY address",
+            (server_id,),
+        )
+        return [r[0] for r in rows]
 
     def allocations(self, consumer: str) -> dict[str, dict[str, int]]:
         """Placement's allocations of ``consumer``: provider uuid -> resources."""

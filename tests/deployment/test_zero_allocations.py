@@ -35,9 +35,12 @@ def test_deleting_every_server_leaves_no_allocation(deployment: Deployment):
 
     for consumer in server_ids | {m["uuid"] for m in migrations}:
         assert deployment.allocations(consumer) == {}, consumer
-    for host in deployment.hosts:
-        rp = deployment.provider_uuid(host)
+    # every provider: the compute nodes', their PCI devices' and the agents' bridges
+    providers = deployment.placement_api.get("/resource_providers")["resource_providers"]
+    assert set(deployment.hosts) <= {p["name"] for p in providers}
+    for provider in providers:
+        rp, name = provider["uuid"], provider["name"]
         usages = deployment.placement_api.get(f"/resource_providers/{rp}/usages")["usages"]
-        assert set(usages.values()) <= {0}, (host, usages)
+        assert set(usages.values()) <= {0}, (name, usages)
         allocs = deployment.placement_api.get(f"/resource_providers/{rp}/allocations")
-        assert allocs["allocations"] == {}, (host, allocs)
+        assert allocs["allocations"] == {}, (name, allocs)
