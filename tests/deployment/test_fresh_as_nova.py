@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.deployment.deployment import ApiError, Deployment, host_of, wait_for
+from tests.deployment.deployment import ApiError, Deployment, wait_for
 
 # the first test also waits for the deployment (and, on a fresh machine, nova's install)
 pytestmark = [pytest.mark.functional, pytest.mark.timeout(600)]
@@ -38,27 +38,26 @@ def test_disabled_compute_gets_no_boot_sent_right_after(deployment: Deployment):
 
 
 def test_enabled_compute_takes_a_boot_sent_right_after(deployment: Deployment):
+    # an anti-affinity group decides, not the weighers (which host they prefer depends on
+    # every boot before): once its first member holds the other host, the next member fits
+    # only on the host enabled just before it is sent
     flavor = deployment.flavor("small")
-    preferred = deployment.preferred_host(AZ_MAIN)
-    (other,) = set(AZ_MAIN) - {preferred}
-    _set_status(deployment, preferred, "disabled")
+    group = deployment.tenant.post(
+        "/os-server-groups", {"server_group": {"name": "fresh-enable", "policy": "anti-affinity"}}
+    )["server_group"]
+    hints = {"group": group["id"]}
+    enabled, other = AZ_MAIN
+    _set_status(deployment, enabled, "disabled")
     try:
-        # (nova-api refuses a zone whose every host is disabled, so the zone keeps another
-        # host; boots go there once the scheduler has seen the disable)
-        wait_for(
-            f"a boot to avoid the disabled {preferred}",
-            lambda: host_of(deployment.boot_and_wait(flavor, name="while-disabled")) == other,
-            20,
-            0.5,
-        )
-        # the boots placed meanwhile only made the disabled host weigh more
-        assert deployment.preferred_host(AZ_MAIN) == preferred
+        # (nova-api refuses a zone whose every host is disabled, so the zone keeps another)
+        first = deployment.boot_and_wait(flavor, name="apart-while-disabled", hints=hints)
     finally:
-        _set_status(deployment, preferred, "enabled")
+        _set_status(deployment, enabled, "enabled")
 
-    server = deployment.boot_and_wait(flavor, name="after-enable", az="az-main")
+    second = deployment.boot_and_wait(flavor, name="apart-after-enable", hints=hints)
 
-    assert deployment.expect_active(server) == preferred
+    assert deployment.expect_active(first) == other
+    assert deployment.expect_active(second) == enabled
 
 
 def _put_traits(cloud: Deployment, host: str, change: Callable[[set[str]], set[str]]) -> None:
