@@ -342,11 +342,14 @@ class FilterScheduler:
                 )
             return self._relax_pool
 
-    def relaxations(self, context: Any, spec: RequestSpec) -> relaxations.Search:
+    def relaxations(
+        self, context: Any, spec: RequestSpec, *, all_hosts: bool = False
+    ) -> relaxations.Search:
         """The single changes of ``spec`` (a filter, a hint, the AZ, an extra spec) that
         would let its first instance fit, with the hosts it would then get (nothing is
-        claimed; bounded in time: ``scheduler/drivers/relaxations.py``)."""
-        return relaxations.search(self, context, spec)
+        claimed; bounded in time: ``scheduler/drivers/relaxations.py``). ``all_hosts``: on
+        every host of the cells, Placement not asked."""
+        return relaxations.search(self, context, spec, all_hosts=all_hosts)
 
     def _select(
         self,

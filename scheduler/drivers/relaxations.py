@@ -59,6 +59,9 @@ class Search:
     tried: int = 0
     complete: bool = True
     elapsed: float = 0.0
+    # False: the changes were tried on every host of the cells, without asking Placement
+    # (explain --all-hosts), so an extra spec left out says what the filters would do only
+    placement_asked: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -66,20 +69,28 @@ class Search:
             "tried": self.tried,
             "complete": self.complete,
             "elapsed_ms": round(self.elapsed * 1000, 3),
+            "placement_asked": self.placement_asked,
         }
 
 
 def search(
-    driver: Any, context: Any, spec: RequestSpec, *, budget: float = BUDGET_SECONDS
+    driver: Any,
+    context: Any,
+    spec: RequestSpec,
+    *,
+    budget: float = BUDGET_SECONDS,
+    all_hosts: bool = False,
 ) -> Search:
     """Try each single change to ``spec`` (see the module docstring) within ``budget``
-    seconds. ``spec`` is not changed."""
+    seconds. ``spec`` is not changed. ``all_hosts``: on every host of the cells, without
+    Placement (as ``explain --all-hosts`` decides)."""
     started = time.monotonic()
     deadline = started + budget
-    out = Search()
+    out = Search(placement_asked=not all_hosts)
+    hosts_of = driver.all_hosts if all_hosts else driver.placement_hosts
     base = driver.new_request(context, spec)
     try:
-        hosts = driver.placement_hosts(base)
+        hosts = hosts_of(base)
     except NoValidHost:
         hosts = []  # Placement (or a prefilter) refused: only the spec's changes can help
     answered = dict(base.scratch.allocation_candidates)
@@ -113,7 +124,7 @@ def search(
         out.tried += 1
         req = driver.new_request(context, variant)
         try:
-            candidates = driver.placement_hosts(req)
+            candidates = hosts_of(req)
         except NoValidHost:
             continue
         best = _best(driver, driver.filter_handler, req, candidates)

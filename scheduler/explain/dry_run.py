@@ -153,7 +153,8 @@ def explain_request(
         filters = doc["filters"]
         if filters and filters[-1]["hosts_passed"] == 0 and hasattr(driver, "relaxations"):
             # the filters emptied the candidates: what single change would fit
-            doc["smallest_change"] = driver.relaxations(context, spec).as_dict()
+            search = driver.relaxations(context, spec, all_hosts=mode != "placement")
+            doc["smallest_change"] = search.as_dict()
     doc["elapsed_ms"] = _ms(time.perf_counter() - started)
     return doc
 

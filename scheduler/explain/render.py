@@ -151,4 +151,6 @@ def render_text(doc: dict[str, Any], limit: int = 10) -> str:
             lines.append("No single change of a filter, hint, AZ or extra spec would fit.")
         if not change.get("complete", True):
             lines.append(f"  (the search stopped after {change['elapsed_ms']:.0f} ms)")
+        if change.get("placement_asked") is False:
+            lines.append("  (tried on every host of the cells; Placement was not asked)")
     return "\n".join(lines)

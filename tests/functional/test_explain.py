@@ -163,6 +163,28 @@ def test_cli_text_with_all_hosts(world, capsys):
     assert out.rstrip().splitlines()[-1].startswith("Would choose: ")
 
 
+def test_cli_with_all_hosts_explains_a_request_that_fits_nowhere(world, capsys):
+    cloud, conf = world
+    argv = ["--flavor", SMALL, "--all-hosts", "--image-props", "hw_architecture=s390x"]
+    before = _allocations_total(cloud)
+    rc, out = _explain(capsys, conf, *argv, "--format", "json")
+    assert rc == 2  # NoValidHost, as without --all-hosts
+    doc = json.loads(out)
+    assert doc["mode"] == "all_hosts" and doc["placement"] is None
+    assert doc["no_valid_host"] and doc["filters"][-1]["hosts_passed"] == 0
+    change = doc["smallest_change"]
+    assert change["placement_asked"] is False and change["tried"] >= 1
+    # the filter that removed the hosts the others let through, dropped: they would fit
+    survivors = _expected(cloud)["survivors"] | _expected(cloud)["arm"]
+    dropped = {f["name"]: f for f in change["found"]}["ImagePropertiesFilter"]
+    assert {h["host"] for h in dropped["hosts"]} <= survivors and dropped["hosts"]
+    rc, text = _explain(capsys, conf, *argv)
+    assert rc == 2
+    assert "without filter ImagePropertiesFilter" in text
+    assert "Placement was not asked" in text
+    assert _allocations_total(cloud) == before
+
+
 def test_cli_names_the_placement_term_that_emptied_the_answer(world, capsys):
     cloud, conf = world
     flavor = f"{SMALL}:trait:HW_ARCH_X86_64=required,trait:HW_ARCH_AARCH64=required"
