@@ -222,11 +222,14 @@ scheduler_opts = [
     ),
     cfg.IntOpt(
         "max_instances_per_request",
-        default=1000,
-        min=1,
+        default=0,
+        min=0,
         help="(novasched) The most instances one select_destinations may ask for "
         "(num_instances and the length of instance_uuids); a larger request is refused as "
-        "InvalidRequest before any work.",
+        "InvalidRequest before any work. nova bounds the number only by the project's "
+        "[quota] instances (which may be unlimited) and sends one uuid per instance, so the "
+        "default, 0, takes as many as max_request_bytes can carry (39 bytes a uuid: 26,886 "
+        "at 1 MiB).",
     ),
     cfg.IntOpt(
         "max_request_bytes",
@@ -234,7 +237,10 @@ scheduler_opts = [
         min=1024,
         help="(novasched) The largest decoded request (the RequestSpec and the other "
         "arguments, measured as their JSON text) the scheduler reads; a larger one is refused "
-        "as InvalidRequest before any work. nova's own requests are a few kilobytes.",
+        "as InvalidRequest before any work. nova puts no bound on a flavor's extra specs, so "
+        "this guard is their only one; it is nine times the largest boot nova-api takes "
+        "(oslo.middleware's max_request_body_size, 114,688 bytes, which bounds the scheduler "
+        "hints). nova's own requests are a few kilobytes.",
     ),
     cfg.IntOpt(
         "aggregate_cache_ttl",

@@ -388,7 +388,7 @@ class SchedulerManager:
             uuids = wire.check_instances(
                 spec,
                 instance_uuids,
-                limits.max_instances_per_request,
+                wire.instances_limit(limits.max_instances_per_request, limits.max_request_bytes),
             )
             return spec, uuids
         except exceptions.InvalidRequest as exc:

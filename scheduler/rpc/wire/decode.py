@@ -28,13 +28,11 @@ from scheduler.objects import (
 )
 from scheduler.primitives import NAME, unwrap
 from scheduler.rpc.wire.limits import (
-    LONG_HINTS,
     MAX_EXTRA_SPECS,
     MAX_FLAVOR_NUMBER,
+    MAX_HINT_LENGTH,
     MAX_HINT_VALUES,
     MAX_HINTS,
-    MAX_STRING_LENGTH,
-    MAX_TEXT_LENGTH,
 )
 from scheduler.rpc.wire.values import (
     as_bool,
@@ -276,12 +274,11 @@ def scheduler_hints(value: Any, where: str) -> dict[str, list[Any]]:
     hints: dict[str, list[Any]] = {}
     for name, hint in value.items():
         hint_where = f"{where}[{key_excerpt(name)}]"
-        name = as_str(name, f"{where} key {key_excerpt(name)}")
-        limit = MAX_TEXT_LENGTH if name in LONG_HINTS else MAX_STRING_LENGTH
+        name = as_str(name, f"{where} key {key_excerpt(name)}", MAX_HINT_LENGTH)
         if isinstance(hint, (list, tuple)):
-            hints[name] = as_str_list(hint, hint_where, limit, MAX_HINT_VALUES)
+            hints[name] = as_str_list(hint, hint_where, MAX_HINT_LENGTH, MAX_HINT_VALUES)
         else:
-            hints[name] = [as_str(hint, hint_where, limit)]
+            hints[name] = [as_str(hint, hint_where, MAX_HINT_LENGTH)]
     return hints
 
 

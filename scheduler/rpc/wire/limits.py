@@ -29,26 +29,43 @@ from scheduler.rpc.wire.values import (
 
 __all__ = [
     "EXCERPT_CHARS",
-    "LONG_HINTS",
     "MAX_DEPTH",
     "MAX_EXTRA_SPECS",
     "MAX_FLAVOR_NUMBER",
     "MAX_HINTS",
+    "MAX_HINT_LENGTH",
     "MAX_HINT_VALUES",
     "MAX_STRING_LENGTH",
     "MAX_TEXT_LENGTH",
+    "NOVA_API_BODY_BYTES",
+    "UUID_BYTES",
     "check_instances",
+    "instances_limit",
     "check_request_size",
 ]
 
 
 # -- limits on input ---------------------------------------------------------------------------
 
-MAX_EXTRA_SPECS = 1000
-MAX_HINTS = 1000
-MAX_HINT_VALUES = 1000
-# JsonFilter's ``query`` hint is a JSON document, not a name
-LONG_HINTS = frozenset({"query"})
+# Each limit sits above what nova's own API and conductor can send, and says which of nova's
+# bounds it follows; where nova has none, the size guard ([scheduler] max_request_bytes) alone
+# bounds the request (docs/operations.md, "Limits on a request").
+
+# nova-api's request body limit: oslo.middleware's [oslo_middleware] max_request_body_size,
+# 114,688 bytes by default. It bounds what one boot carries in scheduler hints.
+NOVA_API_BODY_BYTES = 114_688
+# nova puts no bound on a flavor's extra specs (any number of calls may add them): the size
+# guard alone (None)
+MAX_EXTRA_SPECS: int | None = None
+# nova-api's schema takes any hints (additionalProperties), any JSON: their number, each
+# one's number of values, and the length of a name or a value are bounded by the body alone
+# (a hint or a value takes at least 2 bytes of it, "0,")
+MAX_HINTS = NOVA_API_BODY_BYTES // 2
+MAX_HINT_VALUES = NOVA_API_BODY_BYTES // 2
+MAX_HINT_LENGTH = NOVA_API_BODY_BYTES
+# an instance uuid in a JSON list ("...",): the size guard bounds instance_uuids to
+# max_request_bytes // this when [scheduler] max_instances_per_request is 0
+UUID_BYTES = 39
 # nova's flavor API: integers up to the database's INT
 MAX_FLAVOR_NUMBER = 2**31 - 1
 MAX_DEPTH = 32
@@ -124,15 +141,24 @@ def check_request_size(args: Mapping[str, Any], max_bytes: int, max_depth: int =
             )
 
 
+def instances_limit(max_instances_per_request: int, max_request_bytes: int) -> int:
+    """The most instances one request may ask for: ``[scheduler]
+    max_instances_per_request``, or with 0 (the default) as many instance uuids as the size
+    guard lets a request carry (nova bounds the number only by the project's quota, which
+    may be unlimited, and sends one uuid per instance)."""
+    if max_instances_per_request > 0:
+        return max_instances_per_request
+    return max(1, max_request_bytes // UUID_BYTES)
+
+
 def check_instances(
     spec: RequestSpec,
     instance_uuids: Any,
     max_instances: int,
 ) -> list[str] | None:
     """The instance uuids of a ``select_destinations`` call, checked against the decoded
-    spec: ``num_instances`` at most ``max_instances``
-    (``[scheduler] max_instances_per_request``); ``instance_uuids`` null or a list of at
-    most ``max_instances`` distinct UUID strings.
+    spec: ``num_instances`` at most ``max_instances`` (``instances_limit``); ``instance_uuids``
+    null or a list of at most ``max_instances`` distinct UUID strings.
 
     ``num_instances`` and the length of ``instance_uuids`` may differ, as nova allows: the
     driver schedules one instance per uuid when uuids are given (a move sends one uuid, and

@@ -15,6 +15,7 @@ from oslo_messaging._drivers import common as rpc_common
 
 from scheduler import exceptions
 from scheduler.objects import Flavor, RequestSpec
+from scheduler.rpc import wire
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.manager import BaseAPI, NovaNoValidHost, SchedulerManager
 from scheduler.rpc.wire import request_spec_to_primitive
@@ -442,13 +443,34 @@ def test_200k_extra_specs_are_refused(ctxt, spec_prim):
     assert driver.calls == []
 
 
-def test_more_than_1000_extra_specs_are_refused(ctxt, spec_prim):
+def test_extra_specs_have_no_count_of_their_own(ctxt, spec_prim):
+    # nova puts no bound on a flavor's extra specs: only the size guard bounds them
     flavor = _data(_data(spec_prim)["flavor"])
-    flavor["extra_specs"] = {f"k{i}": "v" for i in range(1001)}
+    flavor["extra_specs"] = {f"k{i}": "v" for i in range(5000)}
     driver = FakeDriver()
-    message = _refused(SchedulerManager(driver), ctxt, spec_obj=spec_prim)
-    assert message == "RequestSpec.flavor.extra_specs: has 1001 keys; the limit is 1000"
-    assert driver.calls == []
+    SchedulerManager(driver).select_destinations(ctxt, spec_obj=spec_prim)
+    assert len(driver.calls[0][1].flavor.extra_specs) == 5000
+
+
+def test_hints_as_large_as_nova_api_takes_are_decided(ctxt, spec_prim):
+    # a same_host list of instance uuids filling nova-api's whole request body (114,688
+    # bytes, oslo.middleware's default): about 2,900 uuids
+    uuids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(wire.NOVA_API_BODY_BYTES // 39)]
+    # and an unknown hint whose value is as long as that body
+    _data(spec_prim)["scheduler_hints"] = {
+        "same_host": uuids,
+        "vendor:note": ["n" * (wire.NOVA_API_BODY_BYTES - 100)],
+    }
+    driver = FakeDriver()
+    SchedulerManager(driver).select_destinations(ctxt, spec_obj=spec_prim)
+    assert driver.calls[0][1].scheduler_hints["same_host"] == uuids
+    # far past it: the size guard
+    _data(spec_prim)["scheduler_hints"] = {"same_host": uuids * 10}
+    message = _refused(SchedulerManager(FakeDriver()), ctxt, spec_obj=spec_prim)
+    assert message.startswith("spec_obj.scheduler_hints.same_host[")
+    assert message.endswith(
+        "larger than 1048576 bytes ([scheduler] max_request_bytes) at this field"
+    )
 
 
 def test_request_size_limit_follows_the_option(ctxt, spec_prim):
@@ -478,10 +500,33 @@ def test_deep_nesting_is_refused(ctxt, spec_prim):
     assert driver.calls == []
 
 
-def test_ten_thousand_instance_uuids_are_refused(ctxt, spec_prim):
+def test_as_many_instance_uuids_as_the_size_guard_carries_are_decided(ctxt, spec_prim):
+    # nova bounds a boot's instances by the project's quota only (maybe unlimited): 10,000
+    # uuids are decided, 30,000 (past 1 MiB) are refused by the size guard
+    uuids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(10_000)]
+    _data(spec_prim)["num_instances"] = len(uuids)
+    driver = FakeDriver()
+    SchedulerManager(driver).select_destinations(ctxt, spec_obj=spec_prim, instance_uuids=uuids)
+    assert driver.calls[0][2] == uuids
+    many = [f"00000000-0000-4000-8000-{n:012d}" for n in range(30_000)]
+    message = _refused(
+        SchedulerManager(FakeDriver()), ctxt, spec_obj=spec_prim, instance_uuids=many
+    )
+    assert message.startswith("instance_uuids[")
+    assert "larger than 1048576 bytes ([scheduler] max_request_bytes)" in message
+
+
+def test_max_instances_per_request_set_by_the_operator_is_the_limit(ctxt, spec_prim):
+    class Conf:
+        class scheduler:  # noqa: N801 - the option group's name
+            max_request_bytes = 1048576
+            max_instances_per_request = 1000
+
     uuids = [f"00000000-0000-0000-0000-{n:012d}" for n in range(10_000)]
     driver = FakeDriver()
-    message = _refused(SchedulerManager(driver), ctxt, spec_obj=spec_prim, instance_uuids=uuids)
+    message = _refused(
+        SchedulerManager(driver, conf=Conf), ctxt, spec_obj=spec_prim, instance_uuids=uuids
+    )
     assert message == (
         "instance_uuids: has 10000 items; the limit is 1000 ([scheduler] max_instances_per_request)"
     )
@@ -518,8 +563,9 @@ def test_huge_num_instances_with_one_uuid_is_refused(ctxt, spec_prim):
     _data(spec_prim)["num_instances"] = 2**31
     driver = FakeDriver()
     message = _refused(SchedulerManager(driver), ctxt, spec_obj=spec_prim, instance_uuids=[UUID_1])
+    # as many as 1 MiB of instance uuids (39 bytes each) would be
     assert message == (
-        f"RequestSpec.num_instances: is {2**31}; the limit is 1000 "
+        f"RequestSpec.num_instances: is {2**31}; the limit is 26886 "
         "([scheduler] max_instances_per_request)"
     )
     assert driver.calls == []
@@ -528,11 +574,11 @@ def test_huge_num_instances_with_one_uuid_is_refused(ctxt, spec_prim):
 def test_legacy_num_instances_has_the_same_limit(ctxt):
     request_spec = {
         "instance_type": {"memory_mb": 512, "vcpus": 1, "name": "tiny"},
-        "num_instances": 1001,
+        "num_instances": 10**6,
     }
     driver = FakeDriver()
     message = _refused(SchedulerManager(driver), ctxt, request_spec=request_spec)
-    assert message.startswith("RequestSpec.num_instances: is 1001; the limit is 1000")
+    assert message.startswith("RequestSpec.num_instances: is 1000000; the limit is 26886")
     assert driver.calls == []
 
 
@@ -571,7 +617,7 @@ def test_a_huge_request_id_is_logged_bounded(spec_prim, caplog):
     "spoil",
     [
         lambda p: _data(p).__setitem__("project_id", "p" * BIG),
-        lambda p: _data(p).__setitem__("scheduler_hints", {"h": ["v" * 256]}),
+        lambda p: _data(p).__setitem__("scheduler_hints", {"h": ["v" * (BIG + 1)]}),
         lambda p: _data(_data(p)["flavor"]).__setitem__("vcpus", 0),
         lambda p: _data(p).__setitem__("num_instances", 2**31),
     ],
