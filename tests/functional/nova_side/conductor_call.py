@@ -52,7 +52,12 @@ def main() -> int:
         flavor,
         None,
         objects.InstancePCIRequests(requests=[]),
-        {"scheduler_hints": {"group": [group.uuid]} if group else {}},
+        {
+            "scheduler_hints": {
+                **args.get("scheduler_hints", {}),
+                **({"group": [group.uuid]} if group else {}),
+            }
+        },
         group,
         args.get("availability_zone"),
         security_groups=objects.SecurityGroupList(objects=[]),
