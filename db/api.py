@@ -391,6 +391,55 @@ def map_hosts(api_engine: Engine, cell_uuid: str, hosts: list[str]) -> int:
     return len(rows)
 
 
+class HostMappingExists(DatabaseError):
+    """Another discovery mapped the host meanwhile (nova's HostMappingExists)."""
+
+
+def discover_cell_hosts(api_engine: Engine, cell: dict[str, Any], cell_engine: Engine) -> list[str]:
+    """What nova's ``discover_hosts`` does for one cell (by compute node): each compute node
+    not yet mapped (``mapped < 1``, not deleted) whose host has no host mapping gets one, and
+    its ``mapped`` becomes 1; a node whose host is mapped already is left as it is, as nova
+    leaves it. Returns the hosts mapped, in the nodes' id order. Raises HostMappingExists when
+    another discovery inserted the same host meanwhile (the mappings made before stay)."""
+    cn, hm = models.compute_nodes, models.host_mappings
+    with cell_engine.connect() as conn:
+        nodes = conn.execute(
+            sa.select(cn.c.id, cn.c.host)
+            .where(cn.c.mapped < 1, cn.c.deleted == 0)
+            .order_by(cn.c.id)
+        ).all()
+    mapped: list[str] = []
+    for node_id, host in nodes:
+        with api_engine.begin() as conn:
+            if conn.execute(sa.select(hm.c.id).where(hm.c.host == host)).first() is not None:
+                continue
+            try:
+                conn.execute(
+                    hm.insert().values(cell_id=cell["id"], host=host, created_at=timeutils.utcnow())
+                )
+            except sa.exc.IntegrityError as exc:
+                raise HostMappingExists(f"Host '{host}' mapping already exists") from exc
+        with cell_engine.begin() as conn:
+            conn.execute(
+                cn.update()
+                .where(cn.c.id == node_id)
+                .values(mapped=1, updated_at=timeutils.utcnow())
+            )
+        mapped.append(host)
+    return mapped
+
+
+def get_service_rows(engine: Engine, binary: str) -> list[dict[str, Any]]:
+    """The live (not deleted) rows of ``binary`` in one database's services table."""
+    t = models.services
+    cols = ("host", "disabled", "forced_down", "report_count", "created_at", "updated_at")
+    stmt = sa.select(*(t.c[c] for c in cols), t.c.last_seen_up).where(
+        t.c.binary == binary, t.c.deleted == 0
+    )
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
 # --------------------------------------------------------------------------- cell writes
 
 

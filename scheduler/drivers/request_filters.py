@@ -607,10 +607,4 @@ def warn_unimplemented_toggles(conf=CONF) -> list[str]:
             "requests that name a network or port fail with NoValidHost until [neutron] "
             "auth_type (and its credentials) or endpoint_override is set"
         )
-    if conf.scheduler.discover_hosts_in_cells_interval != -1:
-        names.append("discover_hosts_in_cells_interval")
-        LOG.warning(
-            "[scheduler] discover_hosts_in_cells_interval is ignored: novasched reads host "
-            "mappings but does not create them; run 'nova-manage cell_v2 discover_hosts'"
-        )
     return names

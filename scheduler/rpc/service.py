@@ -25,6 +25,7 @@ from stevedore import extension as stevedore_extension
 
 from scheduler import exceptions, servicegroup
 from scheduler.conf import CONF, NOVA_DRIVER_CLASS_PATHS
+from scheduler.discovery import HostDiscovery
 from scheduler.records import recorder_from_conf
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc.manager import BaseAPI, SchedulerManager
@@ -113,6 +114,8 @@ class SchedulerService:
         self._recorder: Any = None  # the decision records' writer (one per worker)
         # this host's services row (binary nova-scheduler), as nova-scheduler keeps it
         self.heartbeat: servicegroup.Heartbeat | None = None
+        # [scheduler] discover_hosts_in_cells_interval, when this host is the elected one
+        self.discovery: HostDiscovery | None = None
 
     @property
     def serving(self) -> bool:
@@ -173,6 +176,9 @@ class SchedulerService:
         )
         self.heartbeat = servicegroup.Heartbeat(self.conf, self.host)
         self.heartbeat.start()
+        # (after the row: nova's leader is chosen among the scheduler rows that are up)
+        self.discovery = HostDiscovery(self.conf, self.host)
+        self.discovery.start()
         gmr.set_status_source(self.status)
         if metrics.M.enabled:
             self._monitor = WorkerMonitor(self, self.conf)
@@ -230,6 +236,9 @@ class SchedulerService:
                 # nova leaves the row: it shows down after service_down_time
                 self.heartbeat.stop()
                 self.heartbeat = None
+            if self.discovery is not None:
+                self.discovery.stop()
+                self.discovery = None
             if self._monitor is not None:
                 self._monitor.stop()
                 self._monitor = None

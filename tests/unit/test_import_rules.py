@@ -87,6 +87,18 @@ RULES: dict[str, tuple[str, ...]] = {
         "scheduler.placement.api",
         "scheduler.placement.view",
     ),
+    # host discovery on the elected scheduler: writes host mappings as nova-manage does,
+    # started by the service
+    "scheduler.discovery": (
+        *_SERVICE,
+        "scheduler.hosts",
+        "scheduler.placement",
+        "scheduler.telemetry",
+        "filters",
+        "weighers",
+        "scheduler.placement.api",
+        "scheduler.placement.view",
+    ),
     # pure maths over plain data
     "scheduler.resources": (
         *_SERVICE,
@@ -212,6 +224,8 @@ RULES: dict[str, tuple[str, ...]] = {
 ALLOWED: dict[str, tuple[str, ...]] = {
     # the view reads Placement through its HTTP client
     "scheduler.placement.view": ("scheduler.placement.api",),
+    # whether a scheduler is up: the one rule of the host table
+    "scheduler.discovery": ("scheduler.hosts.table",),
 }
 
 

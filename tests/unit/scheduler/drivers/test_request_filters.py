@@ -198,13 +198,11 @@ def test_toggles_of_prefilters_we_do_not_run_are_warned_about(caplog):
 
     assert warn_unimplemented_toggles(CONF) == []
     CONF.set_override("query_placement_for_routed_network_aggregates", True, group="scheduler")
+    # (host discovery runs: scheduler/discovery.py)
     CONF.set_override("discover_hosts_in_cells_interval", 300, group="scheduler")
     with caplog.at_level("WARNING", logger="scheduler.drivers.request_filters"):
         names = warn_unimplemented_toggles(CONF)
-    assert names == [
-        "query_placement_for_routed_network_aggregates",
-        "discover_hosts_in_cells_interval",
-    ]
+    assert names == ["query_placement_for_routed_network_aggregates"]
     assert "needs Neutron" in caplog.text
 
 

@@ -670,8 +670,9 @@ class ValidatingDriver(FakeDriver):
         for text in (spec_obj.project_id, spec_obj.user_id, spec_obj.availability_zone):
             if text is not None and len(text) > 255:
                 self.violations.append("long string")
+        limit = wire.MAX_HINT_LENGTH  # nova-api's body: any hint may be that long
         for name, values in spec_obj.scheduler_hints.items():
-            if len(name) > 255 or any(len(v) > 255 for v in values):
+            if len(name) > limit or any(len(v) > limit for v in values):
                 self.violations.append("long hint")
         if instance_uuids is not None:
             if not isinstance(instance_uuids, list) or len(instance_uuids) > _MAX_INSTANCES:
