@@ -55,8 +55,6 @@ from scheduler.placement.view.search import SearchOptions
 from tests.hunt import examples, hunting
 from tests.placement_world import BuiltWorld, Inv
 
-pytestmark = pytest.mark.timeout(1800)
-
 PROJECT = "p-" + uuid.uuid4().hex[:8]
 USER = "u-" + uuid.uuid4().hex[:8]
 
@@ -83,6 +81,8 @@ AGGREGATES = 3  # aggregate indices 0..2; providers only get 0..1, so 2 is on no
 CAP = 5  # the capped Placements' max_allocation_candidates
 # worlds built in Placement per run (each is some tens of API calls); more when hunting
 EXAMPLES = examples(15)
+# a hunt's thousands of examples take a few seconds each on a loaded machine
+pytestmark = pytest.mark.timeout(max(1800, 10 * EXAMPLES))
 
 
 # -- the services -----------------------------------------------------------------------------
