@@ -417,6 +417,11 @@ class Deployment:
             raise DeploymentError(f"novasched-manage replay: {done.stderr}")
         return json.loads(done.stdout)
 
+    def nova_manage(self, *args: str) -> str:
+        """``nova-manage`` of nova 34 on the deployment's nova.conf; its output (it fails with
+        the command's stderr). Logged to nova-manage.log."""
+        return self._manage(*args)
+
     def _manage(self, *args: str, conf: Path | None = None, log: str = "nova-manage") -> str:
         cmd = [
             str(self.nova_bin / "nova-manage"),
@@ -719,10 +724,13 @@ ovsdb_connection = tcp:127.0.0.1:1
                 self.admin.post(f"/os-aggregates/{agg['id']}/action", {"add_host": {"host": host}})
 
     # -- novasched ---------------------------------------------------------------------------
-    def start_novasched(self, timeout: float = 90.0) -> None:
+    def start_novasched(self, timeout: float = 90.0, *, extra_config: Path | None = None) -> None:
+        """Start novasched on nova.conf (and ``extra_config`` after it, whose options win:
+        a test's overrides, which the next plain start drops) and wait until it listens."""
         log = self.log("novasched")
         offset = log.stat().st_size if log.exists() else 0
-        self._spawn("novasched", [str(NOVASCHED), "--config-file", str(self.nova_conf)])
+        extra = ["--config-file", str(extra_config)] if extra_config else []
+        self._spawn("novasched", [str(NOVASCHED), "--config-file", str(self.nova_conf), *extra])
         proc = self._procs["novasched"]
 
         def listening() -> bool:
@@ -758,6 +766,11 @@ ovsdb_connection = tcp:127.0.0.1:1
         self.start_novasched()
 
     # -- computes ----------------------------------------------------------------------------
+    def start_compute(self, spec: ComputeSpec) -> None:
+        """Start a nova-compute that COMPUTES does not list (``hosts`` does not learn of it;
+        ``stop_compute`` stops it). It is not waited for."""
+        self._start_compute(spec)
+
     def stop_compute(self, host: str) -> None:
         self._stop_proc(host)
 
