@@ -28,6 +28,19 @@ _TELEMETRY_SERVICE = (
     "scheduler.telemetry.gmr",
 )
 
+# what writes nova's database beside the request path, started by the service: nova's
+# tables, the options, the shared model; none of the request path's stages
+_NOVA_WRITER = (
+    *_SERVICE,
+    "scheduler.hosts",
+    "scheduler.placement",
+    "scheduler.telemetry",
+    "filters",
+    "weighers",
+    "scheduler.placement.api",
+    "scheduler.placement.view",
+)
+
 # module prefix -> prefixes it must not import (a prefix matches the module and its children)
 RULES: dict[str, tuple[str, ...]] = {
     # the leaves: HTTP to Placement, nova's tables
@@ -75,30 +88,11 @@ RULES: dict[str, tuple[str, ...]] = {
         "scheduler.placement.api",
         "scheduler.placement.view",
     ),
-    # the scheduler's own services row: the one write to nova's database, started by the
-    # service
-    "scheduler.servicegroup": (
-        *_SERVICE,
-        "scheduler.hosts",
-        "scheduler.placement",
-        "scheduler.telemetry",
-        "filters",
-        "weighers",
-        "scheduler.placement.api",
-        "scheduler.placement.view",
-    ),
+    # the scheduler's own services row: a write to nova's database, started by the service
+    "scheduler.servicegroup": _NOVA_WRITER,
     # host discovery on the elected scheduler: writes host mappings as nova-manage does,
     # started by the service
-    "scheduler.discovery": (
-        *_SERVICE,
-        "scheduler.hosts",
-        "scheduler.placement",
-        "scheduler.telemetry",
-        "filters",
-        "weighers",
-        "scheduler.placement.api",
-        "scheduler.placement.view",
-    ),
+    "scheduler.discovery": _NOVA_WRITER,
     # pure maths over plain data
     "scheduler.resources": (
         *_SERVICE,
