@@ -120,8 +120,8 @@ def run(
 
     say = progress or (lambda message: None)
     rows: list[dict[str, Any]] = []
-    out.update({"section": "wide_tree", "rows": rows, "query": query().to_querystring()})
     qs = query().to_querystring()
+    out.update({"section": "wide_tree", "rows": rows, "query": qs})
     for size in sizes:
         with contextlib.ExitStack() as stack, quiet_logging():
             say(f"wide_tree: seeding {size} hosts with {placement_seed.WIDE_DEVICES} devices each")

@@ -27,7 +27,6 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from oslo_utils import timeutils
@@ -85,13 +84,11 @@ class HostDiscovery:
         conf: Any,
         host: str,
         *,
-        api_engine: Callable[[], Any] | None = None,
         lock_dir: str | None = None,
     ):
         self.conf = conf
         self.host = host
         self.interval = interval_of(conf)
-        self._api_engine = api_engine or (lambda: db.get_engine(conf.api_database.connection))
         self._lock_path = os.path.join(
             lock_dir or tempfile.gettempdir(), f"novasched-discover-hosts-{host}.lock"
         )
@@ -99,7 +96,6 @@ class HostDiscovery:
         self._warned_alone = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.discovered: list[tuple[str, str]] = []  # every (cell, host) this process mapped
 
     def start(self) -> None:
         if self.interval is None or self._thread is not None:
@@ -161,7 +157,7 @@ class HostDiscovery:
     def _discover(self) -> list[tuple[str, str]]:
         if not self.conf.api_database.connection:
             return []  # (the service does not start without it; a test's bare config)
-        api = self._api_engine()
+        api = db.get_engine(self.conf.api_database.connection)
         cells = db.get_cell_mappings(
             api, database_connection(self.conf) or None, skip_unusable=True
         )
@@ -183,5 +179,4 @@ class HostDiscovery:
                 "Discovered %(count)i new hosts: %(hosts)s",
                 {"count": len(found), "hosts": ",".join(f"{c}:{h}" for c, h in found)},
             )
-            self.discovered.extend(found)
         return found
