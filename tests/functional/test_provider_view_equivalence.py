@@ -81,7 +81,15 @@ def client() -> Iterator[PlacementClient]:
 
 # -- comparing answers ------------------------------------------------------------------------
 def _canonical_requests(answer: AllocationCandidates) -> set[str]:
-    return {json.dumps(ar, sort_keys=True) for ar in answer.allocation_requests}
+    """Each allocation request as a string; a group's ``mappings`` as a set, since Placement
+    keeps them in a Python set and so lists them in whatever order that set has."""
+    return {
+        json.dumps(
+            {**ar, "mappings": {s: sorted(rps) for s, rps in ar.get("mappings", {}).items()}},
+            sort_keys=True,
+        )
+        for ar in answer.allocation_requests
+    }
 
 
 def _canonical_summaries(answer: AllocationCandidates) -> dict[str, dict[str, Any]]:
