@@ -45,6 +45,8 @@ class Scratch:
     # allocation requests by provider uuid (nova's HostState.allocation_candidates); the NUMA
     # and PCI filters keep only the ones that fit
     allocation_candidates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # the candidates' provider summaries ({rp uuid: {"resources": {rc: {"used": n, ...}}}})
+    provider_summaries: Any = None
     # limits recorded by filters, per (host, node) (nova's host_state.limits)
     host_limits: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     # a plugin's own per-request values, under a key of its choosing (its name)

@@ -267,6 +267,9 @@ class HostStateCache:
     def release_consumer(self, consumer: str, compute_uuid: str) -> None:
         self.inner.release_consumer(consumer, compute_uuid)
 
+    def counted_claims(self) -> dict[str, set[str]]:
+        return self.inner.counted_claims()
+
     def release_deleted_instance(self, host: str, instance_uuid: str) -> int:
         return self.inner.release_deleted_instance(host, instance_uuid)
 

@@ -32,6 +32,7 @@ from scheduler.drivers import decisions, relaxations
 from scheduler.drivers import request_filters as prefilters
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
+from scheduler.drivers.held_claims import HeldClaims
 from scheduler.drivers.host_source import HostSource
 from scheduler.drivers.pickers import NovaPick, Picker
 from scheduler.exceptions import (
@@ -150,7 +151,10 @@ class FilterScheduler:
         # consumption of it there (a failed move's pre-check, a delete before the build)
         if self.view is not None:
             self.view.on_consumer_gone = host_manager.release_consumer
+            self.view.counted_claims = host_manager.counted_claims
         self.claimer = Claimer(placement, self.view_refresher, conf, clock=lambda: _clock())
+        # our consumption lasts while Placement holds the claim (answers from Placement)
+        self.held_claims = HeldClaims(placement)
         # the decision records' search for the smallest change, off the request path
         self._relax_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._relax_lock = threading.Lock()
@@ -482,11 +486,18 @@ class FilterScheduler:
             )
         return step
 
-    def consume(self, req: SchedulingRequest, host: HostState, instance_uuid: str | None) -> str:
+    def consume(
+        self,
+        req: SchedulingRequest,
+        host: HostState,
+        instance_uuid: str | None,
+        claimed: bool = False,
+    ) -> str:
         """Count the instance on the host, and on the request's server group. Returns the
-        key the host counts it under (the instance uuid, else one of the host's own)."""
+        key the host counts it under (the instance uuid, else one of the host's own).
+        ``claimed``: its claim was made in Placement (counted only while Placement holds it)."""
         max_age = getattr(self.conf.scheduler, "consumption_max_age", None) or None
-        key = host.consume_from_request(req, instance_uuid, max_age=max_age)
+        key = host.consume_from_request(req, instance_uuid, max_age=max_age, claimed=claimed)
         self.host_manager.track_consumption(host, key)
         group = req.instance_group
         if group is not None:
@@ -561,10 +572,17 @@ class FilterScheduler:
             for rp_uuid in allocations:
                 by_rp.setdefault(rp_uuid, []).append(areq)
         req.scratch.allocation_candidates = by_rp
+        req.scratch.provider_summaries = candidates.provider_summaries
         with req.trace.timed("host_states"):
             hosts = self.host_manager.get_host_states_by_uuids(
                 candidates.provider_summaries.keys(), req, request_id=req.request_id
             )
+            if not self._held_checked(req):
+                # a claim of ours that Placement no longer holds is not counted by this
+                # request
+                self.held_claims.observe(
+                    candidates.provider_summaries, hosts, request_id=req.request_id
+                )
         if not hosts:
             raise NoValidHost(
                 f"Placement returned {len(candidates.provider_summaries)} candidate "
@@ -573,6 +591,17 @@ class FilterScheduler:
                 "no_compute_node",
             )
         return candidates, hosts
+
+    def _held_checked(self, req: SchedulingRequest) -> bool:
+        """Whether the provider view's per-request check already looked up the claims we
+        count (the database feed, ``read_your_writes``): then the answer needs no reading."""
+        refresher = self.view_refresher
+        return (
+            req.trace.candidate_source == "view"
+            and refresher is not None
+            and refresher.fresh_per_request
+            and self.conf.scheduler.read_your_writes
+        )
 
     def _narrow(
         self, req: SchedulingRequest, hosts: list[HostState]
@@ -677,7 +706,7 @@ class FilterScheduler:
             if alloc_req is not None:
                 self._record_mappings(req, alloc_req)
             if consume:
-                out.keys.append(self.consume(req, host, instance_uuid))
+                out.keys.append(self.consume(req, host, instance_uuid, alloc_req is not None))
             out.chosen.append(placed)
             if not explain:
                 LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
@@ -694,6 +723,7 @@ class FilterScheduler:
             alloc_req = self.claimer.claim(req, host, instance_uuid)
             if alloc_req is not None:
                 req.trace.claimed.append(instance_uuid)
+                self.held_claims.claimed(req.scratch.provider_summaries, host, alloc_req)
                 return host, alloc_req
             if req.trace.placement_unreachable:
                 break  # no other host can be claimed without Placement

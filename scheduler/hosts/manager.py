@@ -1240,6 +1240,19 @@ class HostManager:
             if hs.uuid == compute_uuid:
                 hs.release_consumption(consumer, "placement")
 
+    def counted_claims(self) -> dict[str, set[str]]:
+        """``{instance uuid: compute-node uuids}`` of the instances whose consumption is
+        counted now, by where it is counted: the claims Placement must still hold for that
+        to be right (the provider view's ``counted_claims``)."""
+        with self._consumed_lock:
+            items = list(self._consumed.items())
+        counted: dict[str, set[str]] = {}
+        for key, known in items:
+            for hs in self._consuming_hosts(known):
+                if hs.counts_claim(key):
+                    counted.setdefault(key, set()).add(hs.uuid)
+        return counted
+
     def expire_consumption(self) -> int:
         """The sweep: release the consumptions older than ``[scheduler]
         consumption_max_age`` (their compute never reported them) and forget where the

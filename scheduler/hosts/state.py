@@ -226,10 +226,16 @@ class Consumption:
     # the physnets and tunnel of its ports: the refit keeps them NUMA-affine, as nova's
     # (through the host's limits)
     network_metadata: Any = None
+    # this scheduler claimed it in Placement: Placement must hold it while it is counted
+    claimed: bool = False
 
     @classmethod
     def of(
-        cls, spec_obj: Any, consumed_at: datetime.datetime, is_instance: bool = True
+        cls,
+        spec_obj: Any,
+        consumed_at: datetime.datetime,
+        is_instance: bool = True,
+        claimed: bool = False,
     ) -> Consumption:
         pci_requests = tuple(getattr(spec_obj, "pci_requests", None) or ())
         return cls(
@@ -242,6 +248,7 @@ class Consumption:
             # a copy: a multi-create sets the groups' providers again for each instance
             pci.request_group_mapping(spec_obj) if pci_requests else None,
             getattr(spec_obj, "network_metadata", None),
+            claimed,
         )
 
 
@@ -575,14 +582,18 @@ class HostState:
         instance_uuid: str | None = None,
         *,
         max_age: float | None = None,
+        claimed: bool = False,
     ) -> str:
         """Account for an instance placed here by this scheduler (under this host's lock);
         returns the key the consumption is kept under (``instance_uuid``, or one of our own
         when none is given: only a newer report or ``max_age`` releases that one).
-        ``max_age`` (seconds): consumptions older than that are released first."""
+        ``max_age`` (seconds): consumptions older than that are released first.
+        ``claimed``: its claim was made in Placement (and must stay held there)."""
         now = timeutils.utcnow()
         key = instance_uuid or f"anonymous-{next(_ANONYMOUS)}"
-        entry = Consumption.of(spec_obj, now, is_instance=bool(instance_uuid))
+        entry = Consumption.of(
+            spec_obj, now, is_instance=bool(instance_uuid), claimed=claimed and bool(instance_uuid)
+        )
         with self._lock:
             pending = self._pending
             if pending and (key in pending or max_age is not None):
@@ -652,6 +663,12 @@ class HostState:
             lambda key, c: c.is_instance and key not in listed and c.consumed_at < made_before,
             "synced",
         )
+
+    def counts_claim(self, key: str) -> bool:
+        """Whether ``key`` is counted here now as an instance this scheduler claimed in
+        Placement (which must hold that claim for the count to be right)."""
+        pending = self._pending
+        return bool(pending) and key in pending and pending[key].claimed
 
     def consumptions(self) -> dict[str, datetime.datetime]:
         """``{key: when consumed}`` of the consumptions counted on this host, oldest first

@@ -5,7 +5,9 @@ nova 34's own conductor client (``SchedulerAPI.select_destinations``) boots, and
 instance goes away, over the real RabbitMQ broker, to a running novasched (see
 fixtures_nova.py). nova rebuilds its HostStates from the compute nodes on every request, so
 after such a delete its next boot goes where it would have gone before the instance: ours
-must too, even though the compute node never wrote a newer report.
+must too, even though the compute node never wrote a newer report. The same when Placement
+alone lost the instances' allocations (no cast, no report): nova counts nothing of them, and
+Placement's allocation is what says an instance is still pending on a host.
 """
 
 # ruff: noqa: F811 - the nova_python fixture is imported by name; tests take it by that name
@@ -46,8 +48,9 @@ def _wire(cloud: Cloud) -> dict:
     return {"transport_url": cloud.transport_url, "exchange": cloud.exchange}
 
 
-def _boot(nova_python: Path, cloud: Cloud, memory_mb: int) -> tuple[str, str]:
-    """One unconstrained boot through nova's conductor client: (instance uuid, host)."""
+def _boot(nova_python: Path, cloud: Cloud, memory_mb: int, **more: object) -> tuple[str, str]:
+    """One boot through nova's conductor client (``more``: its other arguments, such as
+    an anti-affinity group): (instance uuid, host)."""
     out = nova_conductor_call(
         nova_python,
         **_wire(cloud),
@@ -57,6 +60,7 @@ def _boot(nova_python: Path, cloud: Cloud, memory_mb: int) -> tuple[str, str]:
         flavor={"name": "m1.half", "vcpus": 1, "memory_mb": memory_mb, "root_gb": 1},
         count=1,
         return_alternates=False,
+        **more,
     )
     assert "selections" in out, out
     return out["instance_uuids"][0], out["selections"][0][0]["service_host"]
@@ -102,3 +106,51 @@ def test_after_nova_deletes_an_instance_the_next_boot_goes_to_its_host_again(nov
         assert free_ram(other) == before[other]
     finally:
         cloud.placement.delete_allocation_for_instance(third)
+
+
+def test_claims_placement_no_longer_holds_are_not_counted_by_the_next_request(nova_python, cloud):
+    """Issue 30 (1), nova's instance-info flow after others: instances scheduled through us
+    lose their allocations in Placement with no compute ever reporting them and no cast;
+    an anti-affinity member is then placed, deleted as nova-compute deletes it, and the
+    next member must go where nova puts it: where the first boot went from the same state,
+    as nothing those instances asked for is held any more."""
+    host_manager = cloud.service.driver.host_manager
+
+    def free_ram(host: str) -> int:
+        (hs,) = host_manager.host_states_for(host)
+        return hs.free_ram_mb
+
+    usable = [h for h in cloud.fleet.hosts if h not in cloud.unusable]
+    memory_mb = max(free_ram(h) for h in usable) // 2 // 256 * 256
+
+    # several instances; the first lands where nova's first boot from this state would
+    placed = [_boot(nova_python, cloud, memory_mb) for _ in range(3)]
+    first_host = placed[0][1]
+
+    def counted(instance: str, host: str) -> bool:
+        return any(instance in hs.consumptions() for hs in host_manager.host_states_for(host))
+
+    assert all(counted(i, h) for i, h in placed)
+    # Placement loses their allocations; no compute reports, nothing is cast
+    for instance, _host in placed:
+        cloud.placement.delete_allocation_for_instance(instance)
+
+    group = {"uuid": str(uuidlib.uuid4()), "members": [], "hosts": []}
+    member, member_host = _boot(nova_python, cloud, memory_mb, anti_affinity=True, group=group)
+    try:
+        # nothing of the three weighs on any host any more: the same host as the first boot
+        assert member_host == first_host
+        assert not any(counted(i, h) for i, h in placed)
+    finally:
+        # nova deletes the member: its row, its allocation, then the cast
+        nova_instance_info(
+            nova_python, **_wire(cloud), op="delete", host=member_host, instance_uuid=member
+        )
+        cloud.placement.delete_allocation_for_instance(member)
+    group["members"] = [member]  # the conductor lists no host for a deleted member
+
+    nxt, nxt_host = _boot(nova_python, cloud, memory_mb, anti_affinity=True, group=group)
+    try:
+        assert nxt_host == first_host
+    finally:
+        cloud.placement.delete_allocation_for_instance(nxt)

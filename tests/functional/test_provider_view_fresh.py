@@ -228,6 +228,37 @@ def test_a_request_that_changes_nothing_reads_nothing(cloud, drivers):
     assert feed.checks >= 4
 
 
+def test_a_claim_placement_lost_just_before_a_request_is_not_counted_by_it(cloud, drivers):
+    """Issue 30 (1): a DELETE /allocations changes no generation, so the providers' sums
+    cannot see it; the claims the scheduler counts are looked up by consumer in the same
+    check, and the request neither counts the instance on its host nor the usage in the
+    view (the background refresh is a minute away)."""
+    driver = _driver(cloud, "database")
+    drivers.append(driver)
+    feed = driver.view_refresher.feed
+    chosen, _ = _select(driver, _spec())
+    instance = driver.placed[-1]
+    assert driver.host_manager.counted_claims().get(instance) == {chosen}
+
+    def view_used() -> int:  # what the view decides on: its read plus its own claims
+        return driver.view.entry(chosen).used.get("MEMORY_MB", 0)
+
+    used_before = view_used()
+
+    cloud.placement.delete_allocation_for_instance(instance)  # no report, no cast
+    checks = feed.claim_checks
+    _, req = _select(driver, _spec())
+    assert req.trace.candidate_source == "view", req.trace.view_declined
+    assert feed.claim_checks > checks
+    assert instance not in driver.host_manager.counted_claims()
+    (hs,) = driver.host_manager.get_host_states_by_uuids([chosen])
+    assert instance not in hs.consumptions()
+    # the view's usage of that host is Placement's again: without the 256 MB it no longer
+    # holds (the second instance may have landed there too, counted by both)
+    assert view_used() == cloud.placement.get_usages(chosen).get("MEMORY_MB", 0)
+    assert used_before >= 256
+
+
 # -------------------------------------------------------------- the API feed: claims confirmed
 
 

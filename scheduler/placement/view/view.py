@@ -285,6 +285,10 @@ class ProviderView:
         # or a consumer the previous read of the provider showed. Outside the view's lock;
         # what it raises is logged and swallowed.
         self.on_consumer_gone: Callable[[str, str], None] | None = None
+        # the consumers the scheduler counts as pending on its hosts ({consumer: compute-node
+        # uuids}): the database feed's per-request check asks Placement whether it still
+        # holds them there (a DELETE /allocations changes no generation)
+        self.counted_claims: Callable[[], dict[str, set[str]]] | None = None
 
     # -- the feed's side ---------------------------------------------------------------------
     def replace_all(self, records: Iterable[ProviderRecord], fetched_at: float) -> None:
@@ -363,6 +367,11 @@ class ProviderView:
             if marked is not None and marked <= fetched_at:
                 del self._dirty[rec.uuid]
         return left
+
+    def tell_consumers_gone(self, left: list[tuple[str, str]]) -> None:
+        """Tell ``on_consumer_gone`` that these consumers no longer hold those providers
+        (found by a feed's check rather than a read)."""
+        self._tell_consumers_gone(left)
 
     def _tell_consumers_gone(self, left: list[tuple[str, str]]) -> None:
         hook = self.on_consumer_gone
@@ -517,6 +526,11 @@ class ProviderView:
     def uuids(self) -> list[str]:
         with self._lock:
             return list(self._entries)
+
+    @property
+    def has_dirty(self) -> bool:
+        """Whether some provider is marked to be read again."""
+        return bool(self._dirty)
 
     def take_dirty(self) -> set[str]:
         """The providers someone asked to be read again (and forget the request)."""

@@ -24,13 +24,16 @@ def main() -> int:
     instance_uuids = [str(uuid.uuid4()) for _ in range(args["count"])]
     group = None
     if args.get("anti_affinity"):
+        # a group of earlier members too: {"uuid", "members", "hosts"} as the conductor
+        # fills them (the hosts of the members that still exist)
+        earlier = args.get("group") or {}
         group = objects.InstanceGroup(
-            uuid=str(uuid.uuid4()),
+            uuid=earlier.get("uuid") or str(uuid.uuid4()),
             name="g",
             policy="anti-affinity",
             rules={},
-            members=list(instance_uuids),
-            hosts=[],
+            members=[*earlier.get("members", []), *instance_uuids],
+            hosts=list(earlier.get("hosts", [])),
             user_id=args["user_id"],
             project_id=args["project_id"],
         )

@@ -149,8 +149,18 @@ class FakePlacement:
                 for h in self.hosts
                 if h.host not in self.no_candidates
             ],
-            provider_summaries={h.uuid: {"resources": {}, "traits": []} for h in self.hosts},
+            provider_summaries={
+                h.uuid: {"resources": self._used(h.uuid), "traits": []} for h in self.hosts
+            },
         )
+
+    def _used(self, rp: str) -> dict[str, dict[str, int]]:
+        """What the claims held use of one provider, as Placement's summaries say it."""
+        used: dict[str, dict[str, int]] = {}
+        for claim in self.claims.values():
+            for rc, n in claim["alloc_req"]["allocations"].get(rp, {}).get("resources", {}).items():
+                used.setdefault(rc, {"capacity": 1 << 20, "used": 0})["used"] += n
+        return used
 
     def claim_resources(self, consumer, alloc_req, project_id, user_id, *, request_id=None):
         host = self._host_of(alloc_req)
@@ -264,6 +274,14 @@ class FakeHostManager:
         for hs in self.hosts:
             if hs.uuid == compute_uuid:
                 hs.release_consumption(consumer, "placement")
+
+    def counted_claims(self) -> dict[str, set[str]]:
+        counted: dict[str, set[str]] = {}
+        for hs in self.hosts:
+            for key in hs.consumptions():
+                if hs.counts_claim(key):
+                    counted.setdefault(key, set()).add(hs.uuid)
+        return counted
 
     def release_deleted_instance(self, host, instance_uuid) -> int:
         return sum(

@@ -126,6 +126,24 @@ def test_placement_dropping_the_allocation_releases_it_through_the_view(env):
     assert h1.consumptions() == {}
 
 
+def test_placement_losing_the_allocation_releases_it_before_the_next_boot(cloud):
+    """No view: Placement's answer shows less used on h1 than our claims there, so the
+    instances counted on h1 are looked up, and the one Placement lost is not counted by the
+    next boot (nova counts none of them)."""
+    assert cloud.boot("i-1") == ["h1"]
+    assert cloud.boot("i-2") == ["h2"]  # i-1 counted on h1
+    looked_up = len(cloud.placement.checks)
+    assert cloud.boot("i-3") == ["h1"]  # i-2 counted on h2 now: h1 is the better again
+    # nothing was lost: Placement's answer shows every claim, nothing is looked up
+    assert len(cloud.placement.checks) == looked_up
+    cloud.placement.delete_allocation_for_instance("i-1")  # no report, no cast
+    cloud.placement.delete_allocation_for_instance("i-3")
+    assert cloud.boot("i-4") == ["h1"]
+    assert set(cloud.placement.checks[looked_up:]) == {"i-1", "i-3"}
+    assert list(cloud.host("h1").consumptions()) == ["i-4"]
+    assert list(cloud.host("h2").consumptions()) == ["i-2"]
+
+
 def test_a_consumption_its_compute_never_reports_expires(cloud, monkeypatch, caplog):
     assert cloud.boot("i-1") == ["h1"]
     assert cloud.manager.expire_consumption() == 0
