@@ -30,6 +30,7 @@ from scheduler.placement.from_conf import view_from_conf
 from scheduler.placement.view import DatabaseFeed, ProviderView, ViewRefresher
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
+from tests.functional.fixtures_provider_view import claim, new_uuid
 from tests.functional.fixtures_race import mariadb_race_cloud
 
 HOSTS = 4
@@ -399,6 +400,43 @@ def test_catch_up_sees_what_changed_on_each_backend(placement, fleet, client):
         checks = feed.catch_ups
         assert feed.catch_up(view) == 0 and feed.catch_ups == checks
     finally:
+        feed.close()
+
+
+def test_catch_up_finds_a_counted_claim_placement_lost_on_each_backend(placement, fleet, client):
+    """The claims the scheduler counts are looked up in the check's own statement: one that
+    Placement no longer holds (a DELETE /allocations, no generation change) is told to
+    ``on_consumer_gone`` and its tree is read again; one held elsewhere (a move) is told
+    too; held ones cost no read."""
+    root, other = fleet.roots[:2]
+    kept, lost = new_uuid(), new_uuid()
+    for consumer in (kept, lost):
+        claim(client, consumer, {root: {"VCPU": 1}})
+    feed = DatabaseFeed(placement.db_url, full_scan_every=1e9)
+    view = ProviderView()
+    counted = {kept: {root}, lost: {root}}
+    told: list[tuple[str, str]] = []
+    view.counted_claims = lambda: counted
+    view.on_consumer_gone = lambda consumer, rp: told.append((consumer, rp))
+    try:
+        feed.load(view)
+        assert feed.catch_up(view) == 0 and told == []
+        used = view.record(root).used["VCPU"]
+        client.delete_allocation_for_instance(lost)
+        assert feed.catch_up(view) >= 1
+        assert (lost, root) in told and (kept, root) not in told
+        assert view.record(root).used["VCPU"] == used - 1
+        assert lost not in view.record(root).consumers
+        counted.pop(lost)
+        counted[kept] = {other}  # counted where Placement does not hold it
+        told.clear()
+        feed.catch_up(view)
+        assert told == [(kept, other)]
+        counted.clear()
+        checks = feed.claim_checks
+        assert feed.catch_up(view) == 0 and feed.claim_checks == checks
+    finally:
+        client.delete_allocation_for_instance(kept)
         feed.close()
 
 

@@ -41,11 +41,13 @@ every such change committed before the statement began, but for allocations dele
 over-counted: a host left out), which the polls find; when they differ, a poll without the
 allocation totals reads what changed. The consumers the scheduler counts as pending on its
 hosts (``ProviderView.counted_claims``: instances it placed that no report counts yet) are
-looked up by the allocations' consumer index in the same check, so a claim deleted before a
-request is forgotten by that request, in the view and in the host's usage. Cost on MariaDB:
-0.18 / 1.34 / 13 ms of the database's CPU per check at 1,000 / 10,000 / 100,000 providers and
-0.07 / 0.10 / 0.23 ms of the scheduler's (0.34 / 1.5 ms p50 of wall time up to 10,000);
-reading what changed, 7 / 14 / 65 ms more.
+looked up by the allocations' consumer index in the check's own statement (no round trip
+more: a second one cost 9 ms p50 at 1,000 hosts, most of it waiting for the interpreter lock),
+so a claim deleted before a request is forgotten by that request, in the view and in the
+host's usage (about 2 ms more on the view's step at 1,000 hosts with 60-120 claims counted).
+Cost on MariaDB: 0.18 / 1.34 / 13 ms of the database's CPU per check at 1,000 / 10,000 /
+100,000 providers and 0.07 / 0.10 / 0.23 ms of the scheduler's (0.34 / 1.5 ms p50 of wall
+time up to 10,000); reading what changed, 7 / 14 / 65 ms more.
 
 Cost (Placement 16 on MariaDB through pymysql, 2 cores; 10k providers, 60k allocation rows):
 the cold load about 0.7 s, 0.6 s of it client CPU, most of that pymysql parsing rows; an idle
@@ -61,6 +63,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -78,6 +81,7 @@ from scheduler.placement.view.view import ProviderView
 LOG = logging.getLogger(__name__)
 
 _CHUNK = 500  # ids per IN (...) list
+_UUID = re.compile(r"[0-9a-fA-F]{8}(-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}")
 
 
 _CONNECT_TIMEOUT = 5
@@ -208,14 +212,19 @@ class _Sql:
             "FROM resource_providers"
         )
         self.ids_of = _sql("SELECT id FROM resource_providers WHERE uuid IN :u", "u")
-        # where some consumers hold allocations, by the root of each provider (the
-        # allocations' index on consumer_id: a few rows per consumer, whatever the cloud)
-        self.held = _sql(
-            "SELECT DISTINCT a.consumer_id, r.uuid FROM allocations a "
-            "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
+        # the same check with, in the same statement (no round trip more on the request's
+        # path), where some consumers hold allocations, by the root of each provider: the
+        # allocations' index on consumer_id, a few rows per consumer whatever the cloud.
+        # The stamp's row is the one without a consumer (zeros, not NULLs, fill the held
+        # rows' sums: PostgreSQL types a bare NULL of a DISTINCT as text); {} is a list of
+        # quoted uuids.
+        self.stamp_and_held = (
+            f"SELECT COUNT(*), {fast('generation')}, {fast('root_provider_id')}, "
+            f"{fast('parent_provider_id')}, NULL, NULL FROM resource_providers "
+            "UNION ALL SELECT DISTINCT 0, 0, 0, 0, a.consumer_id, r.uuid "
+            "FROM allocations a JOIN resource_providers rp ON rp.id = a.resource_provider_id "
             "JOIN resource_providers r ON r.id = rp.root_provider_id "
-            "WHERE a.consumer_id IN :c",
-            "c",
+            "WHERE a.consumer_id IN ({})"
         )
         self.usage = _sql(
             f"SELECT resource_provider_id, COUNT(*), {total('used')} FROM allocations "
@@ -318,7 +327,7 @@ class DatabaseFeed:
         # the check's statement sent ahead (``send_check``): when, on the feed's clock, and
         # the view's own claims answered by then; the lock keeps one statement in flight
         self._check_lock = threading.Lock()
-        self._stamp_sent: tuple[float, int] | None = None
+        self._stamp_sent: tuple[float, int, dict[str, set[str]]] | None = None
         # for tests, the benchmark and logs
         self.reads = 0  # providers read
         self.full_scans = 0  # polls that compared every provider's generation
@@ -379,8 +388,9 @@ class DatabaseFeed:
                 send = getattr(conn.driver_connection, "_execute_command", None)
                 if send is None:
                     return False
-                sent = (self._clock(), view.claims_pending)
-                send(_COM_QUERY, self._sql.stamp)
+                counted = _counted(view)
+                sent = (self._clock(), view.claims_pending, counted)
+                send(_COM_QUERY, self._check_statement(counted))
             except Exception as exc:  # the statement then runs in catch_up
                 LOG.debug("Provider view: the check could not be sent ahead: %s", exc)
                 self._drop_check_connection()
@@ -410,9 +420,17 @@ class DatabaseFeed:
             # the own claims counted when the statement began were all answered, so their
             # generations are in its snapshot; one answered later makes the sums differ (a
             # read), never hides another change
-            row, (started, pending) = self._stamp(view, since)
+            row, held, (started, pending, counted) = self._stamp(view, since)
             self.checks += 1
-            gone = self._claims_gone(view)
+            gone = _claims_gone(counted, held)
+            if counted:
+                self.claim_checks += 1
+            if gone:
+                LOG.debug(
+                    "Provider view: %d counted claim(s) no longer held in Placement: %s",
+                    len(gone),
+                    ", ".join(f"{c} on {h}" for c, h in gone[:10]),
+                )
             sums = self._sums
             expected = (sums.count, sums.generations + pending, sums.roots, sums.parents)
             # providers marked to be read again (nova's delete_instance_info cast, a claim
@@ -431,57 +449,44 @@ class DatabaseFeed:
         view.tell_consumers_gone(gone)
         return read
 
-    def _claims_gone(self, view: ProviderView) -> list[tuple[str, str]]:
-        """The (consumer, compute node) pairs the scheduler counts as pending
-        (``view.counted_claims``) where Placement no longer holds an allocation of that
-        consumer in that compute node's tree: deleted (``DELETE /allocations`` changes no
-        generation), or moved. One indexed statement per 500 consumers, only while some
-        are counted."""
-        counted = view.counted_claims() if view.counted_claims is not None else None
-        if not counted:
-            return []
-        held: dict[str, set[str]] = {}
-        with self._engine.connect() as conn:
-            for chunk in _chunks(list(counted)):
-                for consumer, root in conn.execute(self._sql.held, {"c": chunk}):
-                    held.setdefault(consumer, set()).add(root)
-        self.claim_checks += 1
-        gone = [(c, h) for c, hosts in counted.items() for h in hosts if h not in held.get(c, ())]
-        if gone:
-            LOG.debug(
-                "Provider view: %d counted claim(s) no longer held in Placement: %s",
-                len(gone),
-                ", ".join(f"{c} on {h}" for c, h in gone[:10]),
-            )
-        return gone
-
     def _stamp(
         self, view: ProviderView, since: float | None = None
-    ) -> tuple[tuple[int, ...], tuple[float, int]]:
-        """The providers' sums (``_Sql.stamp``) in one statement, on a connection kept for
-        it (autocommit: each statement sees every commit made before it began), and when it
-        began with the view's own claims answered by then: the one sent ahead if it was
-        sent at or after ``since``, else one run now."""
+    ) -> tuple[tuple[int, ...], set[tuple[str, str]], tuple[float, int, dict[str, set[str]]]]:
+        """The providers' sums (``_Sql.stamp``) and where the counted claims are held, in
+        one statement, on a connection kept for it (autocommit: each statement sees every
+        commit made before it began), and when it began with the view's own claims answered
+        by then and the claims it looked up: the one sent ahead if it was sent at or after
+        ``since``, else one run now."""
         with self._check_lock:
             sent, self._stamp_sent = self._stamp_sent, None
             try:
                 if sent is not None:
                     conn = self._check_conn.driver_connection
                     conn._read_query_result()
-                    row = conn._result.rows[0]
+                    rows = conn._result.rows
                     if since is None or sent[0] >= since:
-                        return tuple(int(v) for v in row), sent
-                began = (self._clock(), view.claims_pending)
+                        return (*_split_check(rows), sent)
+                counted = _counted(view)
+                began = (self._clock(), view.claims_pending, counted)
                 cursor = self._check_connection().cursor()
                 try:
-                    cursor.execute(self._sql.stamp)
-                    row = cursor.fetchone()
+                    cursor.execute(self._check_statement(counted))
+                    rows = cursor.fetchall()
                 finally:
                     cursor.close()
             except Exception:
                 self._drop_check_connection()
                 raise
-        return tuple(int(v) for v in row), began
+        return (*_split_check(rows), began)
+
+    def _check_statement(self, counted: dict[str, set[str]]) -> str:
+        """The check's statement: the stamp alone, or with the counted claims looked up
+        (their uuids as literals: a consumer that is not a uuid holds nothing in
+        Placement, which refuses such a consumer, and is left out)."""
+        listed = [c for c in counted if _UUID.fullmatch(c)]
+        if not listed:
+            return self._sql.stamp
+        return self._sql.stamp_and_held.format(", ".join(f"'{c}'" for c in sorted(listed)))
 
     def _check_connection(self) -> Any:
         conn = self._check_conn
@@ -727,6 +732,32 @@ class DatabaseFeed:
                     conn.invalidate()
                     if done:
                         LOG.debug("Provider view: ending a read transaction failed", exc_info=True)
+
+
+def _counted(view: ProviderView) -> dict[str, set[str]]:
+    """The claims the scheduler counts as pending on its hosts (``view.counted_claims``)."""
+    hook = view.counted_claims
+    return hook() if hook is not None else {}
+
+
+def _split_check(rows: Iterable[Any]) -> tuple[tuple[int, ...], set[tuple[str, str]]]:
+    """The check's rows: the stamp (the row without a consumer) and the (consumer, root
+    provider) pairs Placement holds."""
+    stamp: tuple[int, ...] = ()
+    held = set()
+    for row in rows:
+        if len(row) > 4 and row[4] is not None:
+            held.add((str(row[4]), str(row[5])))
+        else:
+            stamp = tuple(int(v) for v in row[:4])
+    return stamp, held
+
+
+def _claims_gone(counted: dict[str, set[str]], held: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (consumer, compute node) pairs counted where Placement no longer holds an
+    allocation of that consumer in that compute node's tree (deleted: ``DELETE
+    /allocations`` changes no generation; or moved)."""
+    return [(c, h) for c, hosts in counted.items() for h in hosts if (c, h) not in held]
 
 
 def _chunks(ids: list[Any]) -> Iterator[list[Any]]:
