@@ -172,7 +172,7 @@ class CapacityCalculator:
         # the filters narrow the scratch area's candidates for the first instance; Placement's
         # arithmetic starts from what Placement answered
         answered = dict(req.scratch.allocation_candidates)
-        report = self.driver.filter_handler.run(hosts, req, 0, request_id=req.request_id)
+        report = self.driver.framework.filtered(req, hosts)
         passed = self._in_aggregate(report.hosts)
         if not passed:
             reason = (
@@ -182,7 +182,7 @@ class CapacityCalculator:
             )
             return [], reason
         dependent = []
-        for filter_ in self.driver.filter_handler.filters:
+        for filter_ in self.driver.framework.filters:
             if not getattr(filter_, "depends_on_consumption", True):
                 continue
             prepared = filter_.prepare(req)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from filters.handler import FilterHandler, FilterReport, load_filters
+from filters.handler import FilterHandler, load_filters
 from scheduler.conf import CONF
 from scheduler.drivers import decisions, relaxations
 from scheduler.drivers import request_filters as prefilters
@@ -41,31 +41,20 @@ from scheduler.exceptions import (
     PluginNotFound,
     RequestFilterFailed,
 )
+from scheduler.framework import Framework, InstanceStep
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.placement import query
 from scheduler.placement.api import MV_CLAIM, AllocationCandidates
 from scheduler.request import SchedulingRequest, Trace
 from scheduler.telemetry import metrics
-from weighers.handler import WeighedHost, WeightHandler, load_weighers
+from weighers.handler import WeightHandler, load_weighers
 
 LOG = logging.getLogger(__name__)
 # the clock of request deadlines (a module-level name so that tests can move it)
 _clock = time.monotonic
 # searches for the smallest change (decision records) waiting or running at once
 _RELAX_PENDING = 4
-
-
-@dataclass(slots=True)
-class InstanceStep:
-    """What one instance's narrow → filter → weigh step found (``select_hosts``)."""
-
-    narrowed: list[tuple[int, str]]  # hosts the narrowing took out: (count, why)
-    forced: bool  # forced hosts/nodes: the filters were skipped
-    report: FilterReport
-    hosts: list[HostState]  # the filtered hosts, best weight first
-    weights: list[float]
-    weighed: list[WeighedHost] | None = None  # with each weigher's share (explain only)
 
 
 # a host taken for an instance, with the allocation request claimed on it (None: no claim)
@@ -116,14 +105,19 @@ class FilterScheduler:
         ordered and which goes first (default: nova's, ``pickers.NovaPick``)."""
         self.conf = conf
         fs = conf.filter_scheduler
-        self.picker = picker if picker is not None else NovaPick(conf)
         try:
             if filters is None:
                 filters = load_filters(list(fs.enabled_filters))
             if weighers is None:
                 weighers = load_weighers(list(fs.weight_classes))
-            self.filter_handler = FilterHandler(filters)
-            self.weight_handler = WeightHandler(weighers)
+            # the one path that filters and weighs (explain, capacity and the smallest
+            # change included)
+            self.framework = Framework(
+                FilterHandler(filters),
+                WeightHandler(weighers),
+                picker if picker is not None else NovaPick(conf),
+                conf,
+            )
         except PluginNotFound:
             raise
         except Exception as exc:
@@ -173,6 +167,18 @@ class FilterScheduler:
             ", ".join(f.name for f in self.filter_handler.filters),
             ", ".join(w.name for w in self.weight_handler.weighers),
         )
+
+    @property
+    def filter_handler(self) -> FilterHandler:
+        return self.framework.filter_handler
+
+    @property
+    def weight_handler(self) -> WeightHandler:
+        return self.framework.weight_handler
+
+    @property
+    def picker(self) -> Picker:
+        return self.framework.picker
 
     def _needs_instance_details(self) -> bool:
         """TypeAffinityFilter needs the flavor of the instances on each host, and a non-zero
@@ -435,56 +441,10 @@ class FilterScheduler:
         *,
         explain: bool = False,
     ) -> InstanceStep:
-        """Instance ``index``'s step: narrow (destination, ignore/force hosts), filter,
-        weigh. ``explain`` keeps each weigher's share of every weight."""
-        if index == 0:
-            req.trace.total_hosts = len(hosts)
-        with req.trace.timed("filter"):
-            narrowed, forced = self._narrow(req, hosts)
-            if forced:
-                report = FilterReport(hosts=list(narrowed))
-            else:
-                report = self.filter_handler.run(narrowed, req, index, request_id=req.request_id)
-                removed = req.trace.filter_removed
-                for name, reasons in report.removed_by.items():
-                    removed[name] = removed.get(name, 0) + sum(reasons.values())
-            req.trace.last_report = report
-            if index == 0:
-                req.trace.first_report = report
-        step = InstanceStep(list(req.trace.narrowed), forced, report, [], [])
-        if not report.hosts:
-            return step
-        weighed = req.trace.weighed
-        # what the weighers normalised between, for the decision record (the first instances)
-        bounds = (
-            {}
-            if weighed is not None
-            and not explain
-            and index not in weighed
-            and index < decisions.MAX_WEIGHED_INSTANCES
-            else None
-        )
-        with req.trace.timed("weigh"):
-            if explain:
-                step.weighed = self.weight_handler.weigh(report.hosts, req, explain=True)
-                step.hosts = [w.obj for w in step.weighed]
-                step.weights = [w.weight for w in step.weighed]
-            else:
-                step.hosts, step.weights = self.weight_handler.rank(
-                    report.hosts, req, bounds=bounds
-                )
-        step = self.picker.arrange(step)
-        if bounds is not None:
-            # before the instance consumes anything: the values it was chosen by
-            req.trace.weighed[index] = decisions.top_weighed(
-                req,
-                step.hosts,
-                step.weights,
-                self.weight_handler.weighers,
-                self.conf.decision_records.top_weighed,
-                bounds,
-            )
-        return step
+        """Instance ``index``'s step through the framework: narrow (destination,
+        ignore/force hosts), filter, weigh. ``explain`` keeps each weigher's share of every
+        weight."""
+        return self.framework.step(req, hosts, index, explain=explain)
 
     def consume(
         self,
@@ -602,47 +562,6 @@ class FilterScheduler:
             and refresher.fresh_per_request
             and self.conf.scheduler.read_your_writes
         )
-
-    def _narrow(
-        self, req: SchedulingRequest, hosts: list[HostState]
-    ) -> tuple[list[HostState], bool]:
-        """nova's pre-filter narrowing (``get_filtered_hosts``): requested destination,
-        ignore_hosts, force_hosts and force_nodes. Returns the hosts and whether the filters
-        must be skipped (forced). What each step took out is kept in ``req.trace.narrowed``."""
-        narrowed: list[tuple[int, str]] = []
-
-        def keep(selected: list[HostState], why: str) -> list[HostState]:
-            if len(selected) < len(hosts):
-                narrowed.append((len(hosts) - len(selected), why))
-            return selected
-
-        dest = req.requested_destination
-        if dest is not None and dest.host:
-            hosts = keep(
-                [
-                    h
-                    for h in hosts
-                    if h.host == dest.host and (not dest.node or h.nodename == dest.node)
-                ],
-                "not the requested destination",
-            )
-        if req.ignore_hosts:
-            ignored = {h.lower() for h in req.ignore_hosts}
-            hosts = keep([h for h in hosts if h.host.lower() not in ignored], "in ignore_hosts")
-        forced = False
-        if req.force_hosts:
-            wanted = {h.lower() for h in req.force_hosts}
-            hosts = keep([h for h in hosts if h.host.lower() in wanted], "not in force_hosts")
-            forced = True
-        if req.force_nodes:
-            # nova compares forced node names as given (host names case-insensitively)
-            wanted = set(req.force_nodes)
-            hosts = keep([h for h in hosts if h.nodename in wanted], "not in force_nodes")
-            forced = True
-        if forced and req.get_scheduler_hint("_nova_check_type") is not None:
-            forced = False  # nova runs the filters on forced hosts for rebuild/evacuate checks
-        req.trace.narrowed = narrowed
-        return hosts, forced
 
     def _get_sorted_hosts(
         self, req: SchedulingRequest, hosts: list[HostState], index: int

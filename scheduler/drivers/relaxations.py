@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from filters.handler import FilterHandler
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import RequestSpec
 
@@ -94,7 +93,7 @@ def search(
     except NoValidHost:
         hosts = []  # Placement (or a prefilter) refused: only the spec's changes can help
     answered = dict(base.scratch.allocation_candidates)
-    report = driver.filter_handler.run(hosts, base, 0) if hosts else None
+    report = driver.framework.step(base, hosts, 0).report if hosts else None
     if report is not None and report.hosts:
         out.elapsed = time.monotonic() - started
         return out  # it fits: nothing to relax
@@ -107,15 +106,13 @@ def search(
         out.complete = False
         return False
 
-    filters = driver.filter_handler.filters
     for name in culprits:
         if not in_time():
             break
         out.tried += 1
-        kept = FilterHandler([f for f in filters if f.name != name])
         req = driver.new_request(context, spec)
         req.scratch.allocation_candidates = dict(answered)
-        best = _best(driver, kept, req, hosts)
+        best = _best(driver, req, hosts, without=name)
         if best:
             out.found.append(Relaxation("filter", name, best))
     for kind, name, variant in _spec_changes(spec):
@@ -127,23 +124,21 @@ def search(
             candidates = hosts_of(req)
         except NoValidHost:
             continue
-        best = _best(driver, driver.filter_handler, req, candidates)
+        best = _best(driver, req, candidates)
         if best:
             out.found.append(Relaxation(kind, name, best))
     out.elapsed = time.monotonic() - started
     return out
 
 
-def _best(driver: Any, handler: Any, req: Any, hosts: list[Any]) -> list[dict[str, str]]:
-    """The best weighed hosts that pass ``handler``'s filters (none: the change does not
-    help)."""
-    if not hosts:
-        return []
-    passed = handler.run(hosts, req, 0).hosts
-    if not passed:
-        return []
-    ranked, _ = driver.weight_handler.rank(passed, req)
-    return [{"host": h.host, "node": h.nodename} for h in ranked[:BEST_HOSTS]]
+def _best(
+    driver: Any, req: Any, hosts: list[Any], without: str | None = None
+) -> list[dict[str, str]]:
+    """The best hosts of the request's first instance through the driver's framework:
+    narrowed (a host the request excludes is never offered), filtered (``without``: that
+    filter left out) and weighed; none: the change does not help."""
+    best = driver.framework.best(req, hosts, BEST_HOSTS, without=without)
+    return [{"host": h.host, "node": h.nodename} for h in best]
 
 
 def _spec_changes(spec: RequestSpec) -> list[tuple[str, str, RequestSpec]]:

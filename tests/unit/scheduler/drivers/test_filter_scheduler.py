@@ -141,15 +141,15 @@ class RecordLimitsFilter(BaseHostFilter):
 def test_selection_carries_the_host_aggregate_availability_zone_and_limits():
     agg = Aggregate(id=1, uuid="agg-1", name="az1", metadata={"availability_zone": "az1"})
     cloud = Cloud([make_host("host-a", aggregates=[agg])])
-    defaults = cloud.driver.filter_handler
-    cloud.driver.filter_handler = FilterHandler([RecordLimitsFilter()])
+    defaults = cloud.driver.framework.filter_handler
+    cloud.driver.framework.filter_handler = FilterHandler([RecordLimitsFilter()])
     sel = cloud.select(make_spec())[0][0]
     assert sel.availability_zone == "az1"
     assert sel.limits.memory_mb == 12288.0
     assert sel.limits.vcpu == 32.0
     assert sel.limits.disk_gb is None
     # the limits were this request's: the next request's filters record none
-    cloud.driver.filter_handler = defaults
+    cloud.driver.framework.filter_handler = defaults
     sel = cloud.select(make_spec())[0][0]
     assert (sel.limits.memory_mb, sel.limits.vcpu) == (None, None)
 

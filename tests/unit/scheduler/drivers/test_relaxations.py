@@ -9,7 +9,7 @@ import pytest
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
-from scheduler.objects import Aggregate, ImageMeta
+from scheduler.objects import Aggregate, Destination, ImageMeta
 from tests.unit.scheduler.drivers.fakes import (
     CONTEXT,
     FakeHostManager,
@@ -48,6 +48,22 @@ def test_a_filter_dropped_names_the_hosts_that_would_then_be_chosen(hosts):
     # the best weighed first (RAMWeigher: the most free RAM), never the disabled host
     assert [h["host"] for h in change.hosts] == ["b1", "a1", "a2"]
     assert spec.image.properties == {"hw_architecture": "aarch64"}  # unchanged
+
+
+def test_a_suggestion_never_names_a_host_the_request_excludes(hosts):
+    """A resize's source host is in ignore_hosts: the narrowing that takes it out comes
+    before the filters in the search as in the service, so no change offers it."""
+    driver = _driver(hosts, [AZ1, SSD])
+    spec = make_spec(image=ImageMeta(properties={"hw_architecture": "aarch64"}))
+    spec.ignore_hosts = ["B1"]  # as nova compares it: without regard to case
+    (change,) = driver.relaxations(CONTEXT, spec).found
+    assert change.name == "ImagePropertiesFilter"
+    assert [h["host"] for h in change.hosts] == ["a1", "a2"]
+    # a requested destination narrows the same way
+    spec.ignore_hosts = []
+    spec.requested_destination = Destination(host="a2")
+    (change,) = driver.relaxations(CONTEXT, spec).found
+    assert [h["host"] for h in change.hosts] == ["a2"]
 
 
 def test_the_availability_zone_left_out_and_each_filter_in_the_way_are_reported(hosts):

@@ -1,0 +1,194 @@
+"""The scheduling framework: the enabled filters, weighers and picker, and one instance's step.
+
+Every path that filters or weighs a request goes through a ``Framework``: the service's
+driver (``FilterScheduler.cycle``), explain, the smallest-change search
+(``scheduler/drivers/relaxations.py``) and capacity (``scheduler/capacity/calculator.py``).
+One instance's step is nova's ``get_filtered_hosts`` then ``get_weighed_hosts``:
+
+1. **narrow**: the requested destination, ``ignore_hosts``, ``force_hosts`` and
+   ``force_nodes`` (forced hosts skip the filters, as in nova, except for a rebuild or
+   evacuate check);
+2. **filter**: the enabled filters, in order (``filters.handler.FilterHandler``);
+3. **weigh**: the enabled weighers (``weighers.handler.WeightHandler``);
+4. **arrange**: the picker orders the weighed hosts (nova's: as weighed).
+
+What it does not do: take a host (the caller's placer claims, or claims nothing) and count
+the instance on it (``FilterScheduler.consume``). ``without`` leaves one filter out (the
+smallest-change search asks what a request would get without it), through the same steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from filters.handler import FilterHandler, FilterReport
+from scheduler.drivers import decisions
+from scheduler.drivers.pickers import Picker
+from scheduler.hosts.state import HostState
+from scheduler.request import SchedulingRequest
+from weighers.handler import WeighedHost, WeightHandler
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class InstanceStep:
+    """What one instance's narrow → filter → weigh step found (``Framework.step``)."""
+
+    narrowed: list[tuple[int, str]]  # hosts the narrowing took out: (count, why)
+    forced: bool  # forced hosts/nodes: the filters were skipped
+    report: FilterReport
+    hosts: list[HostState]  # the filtered hosts, best weight first
+    weights: list[float]
+    weighed: list[WeighedHost] | None = None  # with each weigher's share (explain only)
+
+
+class Framework:
+    """The enabled filters, weighers and picker (see the module docstring)."""
+
+    def __init__(
+        self,
+        filter_handler: FilterHandler,
+        weight_handler: WeightHandler,
+        picker: Picker,
+        conf: Any,
+    ):
+        self.filter_handler = filter_handler
+        self.weight_handler = weight_handler
+        self.picker = picker
+        self.conf = conf
+
+    @property
+    def filters(self) -> list[Any]:
+        return self.filter_handler.filters
+
+    @property
+    def weighers(self) -> list[Any]:
+        return self.weight_handler.weighers
+
+    def step(
+        self,
+        req: SchedulingRequest,
+        hosts: list[HostState],
+        index: int,
+        *,
+        explain: bool = False,
+        without: str | None = None,
+    ) -> InstanceStep:
+        """Instance ``index``'s step: narrow, filter, weigh, arrange. ``explain`` keeps each
+        weigher's share of every weight; ``without``: the filter of that name left out."""
+        if index == 0:
+            req.trace.total_hosts = len(hosts)
+        with req.trace.timed("filter"):
+            narrowed, forced = narrow(req, hosts)
+            if forced:
+                report = FilterReport(hosts=list(narrowed))
+            else:
+                handler = self.filter_handler
+                if without is not None:
+                    handler = FilterHandler([f for f in handler.filters if f.name != without])
+                report = handler.run(narrowed, req, index, request_id=req.request_id)
+                removed = req.trace.filter_removed
+                for name, reasons in report.removed_by.items():
+                    removed[name] = removed.get(name, 0) + sum(reasons.values())
+            req.trace.last_report = report
+            if index == 0:
+                req.trace.first_report = report
+        step = InstanceStep(list(req.trace.narrowed), forced, report, [], [])
+        if not report.hosts:
+            return step
+        weighed = req.trace.weighed
+        # what the weighers normalised between, for the decision record (the first instances)
+        bounds = (
+            {}
+            if weighed is not None
+            and not explain
+            and index not in weighed
+            and index < decisions.MAX_WEIGHED_INSTANCES
+            else None
+        )
+        with req.trace.timed("weigh"):
+            if explain:
+                step.weighed = self.weight_handler.weigh(report.hosts, req, explain=True)
+                step.hosts = [w.obj for w in step.weighed]
+                step.weights = [w.weight for w in step.weighed]
+            else:
+                step.hosts, step.weights = self.weight_handler.rank(
+                    report.hosts, req, bounds=bounds
+                )
+        step = self.picker.arrange(step)
+        if bounds is not None:
+            # before the instance consumes anything: the values it was chosen by
+            req.trace.weighed[index] = decisions.top_weighed(
+                req,
+                step.hosts,
+                step.weights,
+                self.weighers,
+                self.conf.decision_records.top_weighed,
+                bounds,
+            )
+        return step
+
+    def filtered(self, req: SchedulingRequest, hosts: list[HostState]) -> FilterReport:
+        """The first instance's narrow and filter steps alone (what passes, and what each
+        filter took out), for callers that do not weigh: capacity."""
+        narrowed, forced = narrow(req, hosts)
+        if forced:
+            return FilterReport(hosts=list(narrowed))
+        return self.filter_handler.run(narrowed, req, 0, request_id=req.request_id)
+
+    def best(
+        self,
+        req: SchedulingRequest,
+        hosts: list[HostState],
+        count: int,
+        *,
+        without: str | None = None,
+    ) -> list[HostState]:
+        """The first instance's ``count`` best hosts (``without``: that filter left out);
+        none when nothing passes."""
+        if not hosts:
+            return []
+        return self.step(req, hosts, 0, without=without).hosts[:count]
+
+
+def narrow(req: SchedulingRequest, hosts: list[HostState]) -> tuple[list[HostState], bool]:
+    """nova's pre-filter narrowing (``get_filtered_hosts``): requested destination,
+    ignore_hosts, force_hosts and force_nodes. Returns the hosts and whether the filters
+    must be skipped (forced). What each step took out is kept in ``req.trace.narrowed``."""
+    narrowed: list[tuple[int, str]] = []
+
+    def keep(selected: list[HostState], why: str) -> list[HostState]:
+        if len(selected) < len(hosts):
+            narrowed.append((len(hosts) - len(selected), why))
+        return selected
+
+    dest = req.requested_destination
+    if dest is not None and dest.host:
+        hosts = keep(
+            [
+                h
+                for h in hosts
+                if h.host == dest.host and (not dest.node or h.nodename == dest.node)
+            ],
+            "not the requested destination",
+        )
+    if req.ignore_hosts:
+        ignored = {h.lower() for h in req.ignore_hosts}
+        hosts = keep([h for h in hosts if h.host.lower() not in ignored], "in ignore_hosts")
+    forced = False
+    if req.force_hosts:
+        wanted = {h.lower() for h in req.force_hosts}
+        hosts = keep([h for h in hosts if h.host.lower() in wanted], "not in force_hosts")
+        forced = True
+    if req.force_nodes:
+        # nova compares forced node names as given (host names case-insensitively)
+        wanted = set(req.force_nodes)
+        hosts = keep([h for h in hosts if h.nodename in wanted], "not in force_nodes")
+        forced = True
+    if forced and req.get_scheduler_hint("_nova_check_type") is not None:
+        forced = False  # nova runs the filters on forced hosts for rebuild/evacuate checks
+    req.trace.narrowed = narrowed
+    return hosts, forced
