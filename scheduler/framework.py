@@ -28,7 +28,7 @@ from scheduler.drivers import decisions
 from scheduler.drivers.pickers import Picker
 from scheduler.hosts.state import HostState
 from scheduler.request import SchedulingRequest
-from weighers.handler import WeighedHost, WeightHandler
+from weighers.handler import Shares, WeighedHost, WeightHandler
 
 LOG = logging.getLogger(__name__)
 
@@ -100,9 +100,10 @@ class Framework:
         if not report.hosts:
             return step
         weighed = req.trace.weighed
-        # what the weighers normalised between, for the decision record (the first instances)
-        bounds = (
-            {}
+        # what the ranking weighed the best hosts by, for the decision record (the first
+        # instances)
+        shares = (
+            Shares(self.conf.decision_records.top_weighed)
             if weighed is not None
             and not explain
             and index not in weighed
@@ -116,18 +117,17 @@ class Framework:
                 step.weights = [w.weight for w in step.weighed]
             else:
                 step.hosts, step.weights = self.weight_handler.rank(
-                    report.hosts, req, bounds=bounds
+                    report.hosts, req, shares=shares
                 )
         step = self.picker.arrange(step)
-        if bounds is not None:
+        if shares is not None:
             # before the instance consumes anything: the values it was chosen by
             req.trace.weighed[index] = decisions.top_weighed(
-                req,
                 step.hosts,
                 step.weights,
                 self.weighers,
                 self.conf.decision_records.top_weighed,
-                bounds,
+                shares,
             )
         return step
 

@@ -20,6 +20,7 @@ a value that is not a number) sends the call to the list path.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 from dataclasses import dataclass
@@ -315,8 +316,54 @@ def _add_pending(
     return weights
 
 
-# per weigher name, the (low, high) its values were normalised between (``rank``)
-Bounds = dict[str, tuple[float, float]]
+@dataclass(slots=True)
+class WeigherShare:
+    """One weigher's part in a ranking, for the ``k`` best hosts: their raw values (as
+    weighed: clamped to ``minval``/``maxval``), what the values of every host weighed were
+    normalised between, and their multipliers."""
+
+    raws: list[float]
+    low: float
+    high: float
+    multipliers: list[float]
+
+
+class Shares:
+    """What a decision record reads of one ranking (``WeightHandler.rank``), taken from the
+    very pass that ranked the hosts, not weighed again: ``hosts`` the ``k`` best, best first,
+    and per weigher that counted, its ``WeigherShare`` for them. A weigher whose ``prepare``
+    looks at every host weighed gives the record what it gave the ranking."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.hosts: list[Any] = []
+        self.weighers: dict[str, WeigherShare] = {}
+        # per weigher, while a pass runs: (raw values in the hosts' order, or one for all;
+        # low; high; multiplier: one for all, or per host)
+        self._columns: dict[str, tuple[Any, float, float, Any]] = {}
+
+    def _start(self) -> None:
+        self._columns = {}
+
+    def _keep(self, weigher: Any, raw: Any, low: float, high: float, multiplier: Any) -> None:
+        self._columns[_name(weigher)] = (raw, low, high, multiplier)
+
+    def _finish(self, host_list: list[Any], weights: Any) -> None:
+        """``weights`` in the hosts' order: the ``k`` best as the ranking sorts them (a
+        stable sort, best first: ``nlargest`` keeps that order)."""
+        best = heapq.nlargest(self.k, range(len(host_list)), key=weights.__getitem__)
+        self.hosts = [host_list[i] for i in best]
+
+        def at(column: Any, i: int) -> float:
+            if isinstance(column, (list, np.ndarray)):
+                return float(column[i])
+            return float(column)
+
+        self.weighers = {
+            name: WeigherShare([at(raw, i) for i in best], low, high, [at(m, i) for i in best])
+            for name, (raw, low, high, m) in self._columns.items()
+        }
+        self._columns = {}
 
 
 class WeightHandler:
@@ -337,24 +384,27 @@ class WeightHandler:
         return list(map(WeighedHost, ranked, weights))
 
     def rank(
-        self, hosts: list[Any], spec_obj: Any, *, bounds: Bounds | None = None
+        self, hosts: list[Any], spec_obj: Any, *, shares: Shares | None = None
     ) -> tuple[list[Any], list[float]]:
         """The hosts best first and their weights, in two lists: what ``weigh`` returns
         without building a WeighedHost per host (the cheaper call for a driver that only
-        needs the order and the best weights). ``bounds``: filled with each weigher's
-        ``(low, high)``, what its values were normalised between (a host's share of the
-        weight is then ``multiplier * (value - low) / (high - low)``, 0 when they are equal;
-        a weigher that counted for nothing on any host is not in it)."""
+        needs the order and the best weights). ``shares``: filled with the best hosts and,
+        per weigher, their raw values, bounds and multipliers from this very pass (a host's
+        share of the weight is ``multiplier * (value - low) / (high - low)``, 0 when they
+        are equal; a weigher that counted for nothing on any host is not in it)."""
         host_list = list(hosts)
         if len(host_list) <= 1:
+            if shares is not None:
+                shares._start()
+                shares._finish(host_list, [0.0] * len(host_list))
             return host_list, [0.0] * len(host_list)
         if LOG.isEnabledFor(logging.DEBUG):
-            weighed = self._weigh_one_by_one(host_list, spec_obj, False, bounds)
+            weighed = self._weigh_one_by_one(host_list, spec_obj, False, shares)
             return [w.obj for w in weighed], [w.weight for w in weighed]
-        return self._weigh_fast(hosts, host_list, spec_obj, bounds)
+        return self._weigh_fast(hosts, host_list, spec_obj, shares)
 
     def _weigh_fast(
-        self, hosts: Any, host_list: list[Any], spec_obj: Any, bounds: Bounds | None = None
+        self, hosts: Any, host_list: list[Any], spec_obj: Any, shares: Shares | None = None
     ) -> tuple[list[Any], list[float]]:
         """``_weigh_rows`` when the hosts are in a host table, else ``_weigh_batch``."""
         if len(host_list) >= COLUMNS_MIN_HOSTS:
@@ -365,10 +415,10 @@ class WeightHandler:
                 located = table_of(host_list)
                 table, rows = located if located is not None else (None, None)
             if table is not None:
-                result = self._weigh_rows(table, rows, host_list, spec_obj, bounds)
+                result = self._weigh_rows(table, rows, host_list, spec_obj, shares)
                 if result is not None:
                     return result
-        return self._weigh_batch(host_list, spec_obj, bounds)
+        return self._weigh_batch(host_list, spec_obj, shares)
 
     def _row_multiplier(
         self, weigher: Any, host_list: list[Any], agg_codes: Any, lists: list[list[Any]]
@@ -398,11 +448,13 @@ class WeightHandler:
         rows: Any,
         host_list: list[Any],
         spec_obj: Any,
-        bounds: Bounds | None = None,
+        shares: Shares | None = None,
     ) -> tuple[list[Any], list[float]] | None:
         """``_weigh_batch`` over arrays (see the module docstring); None when a value would
         make the arrays differ from the list path (NaN), which then weighs instead."""
         n = len(host_list)
+        if shares is not None:
+            shares._start()
         codes, lists = table.aggregates
         agg_codes = codes[rows]
         weights = np.zeros(n)
@@ -434,8 +486,11 @@ class WeightHandler:
             minval = getattr(weigher, "minval", None)
             maxval = getattr(weigher, "maxval", None)
             if raw is None:
-                if bounds is not None:
-                    bounds[_name(weigher)] = _uniform_bounds(uniform, minval, maxval)
+                if shares is not None:
+                    low, high = _uniform_bounds(uniform, minval, maxval)
+                    shares._keep(
+                        weigher, _clamped(float(uniform), minval, maxval), low, high, multiplier
+                    )
                 norm = _uniform_normalised(uniform, minval, maxval)
                 if norm is None and finite:
                     continue
@@ -450,8 +505,8 @@ class WeightHandler:
                 raw = np.where(raw <= maxval, raw, float(maxval))
             low = float(raw.min() if minval is None else minval)
             high = float(raw.max() if maxval is None else maxval)
-            if bounds is not None:
-                bounds[_name(weigher)] = (low, high)
+            if shares is not None:
+                shares._keep(weigher, raw, low, high, multiplier)
             if low == high:
                 if finite:
                     continue
@@ -460,6 +515,8 @@ class WeightHandler:
             weights = weights + multiplier * ((raw - low) / (high - low))
         if np.isnan(weights).any():
             return None
+        if shares is not None:
+            shares._finish(host_list, weights)
         # descending and stable: equal weights keep the filtered order, as sorted() does
         order = np.argsort(-weights, kind="stable")
         return table.hosts_at(rows[order]), weights[order].tolist()
@@ -478,7 +535,7 @@ class WeightHandler:
         return None if np.isnan(raw).any() else raw
 
     def _weigh_batch(
-        self, host_list: list[Any], spec_obj: Any, bounds: Bounds | None = None
+        self, host_list: list[Any], spec_obj: Any, shares: Shares | None = None
     ) -> tuple[list[Any], list[float]]:
         """nova's arithmetic in a few list passes; the hosts best first, and their weights.
 
@@ -492,6 +549,8 @@ class WeightHandler:
         ``strict``, which costs about half again as much per item.
         """
         n = len(host_list)
+        if shares is not None:
+            shares._start()
         multipliers = _Multipliers(host_list)
         weights = [0.0] * n
         # weighers waiting to be added in one pass: (raw values, multiplier, low, span)
@@ -510,8 +569,10 @@ class WeightHandler:
             maxval = getattr(weigher, "maxval", None)
             if isinstance(values, Same):
                 # every host has the same value: one normalised value for all
-                if bounds is not None:
-                    bounds[_name(weigher)] = _uniform_bounds(values.value, minval, maxval)
+                if shares is not None:
+                    low, high = _uniform_bounds(values.value, minval, maxval)
+                    uniform = _clamped(float(values.value), minval, maxval)
+                    shares._keep(weigher, uniform, low, high, multiplier)
                 norm = _uniform_normalised(values.value, minval, maxval)
                 if norm is None and _is_finite(multiplier):
                     continue
@@ -538,8 +599,8 @@ class WeightHandler:
                     raw = [_clamped(v, minval, maxval) for v in raw]
             low = float(min(raw) if minval is None else minval)
             high = float(max(raw) if maxval is None else maxval)
-            if bounds is not None:
-                bounds[_name(weigher)] = (low, high)
+            if shares is not None:
+                shares._keep(weigher, raw, low, high, multiplier)
             if low != high and not isinstance(multiplier, list):
                 pending.append((raw, multiplier, low, high - low))
                 continue
@@ -558,6 +619,8 @@ class WeightHandler:
             else:
                 weights = [w + multiplier * x for w, x in zip(weights, normalized, strict=False)]
         weights = _add_pending(weights, pending)
+        if shares is not None:
+            shares._finish(host_list, weights)
         # sorted() is stable, also with reverse=True: equal weights keep the filtered order.
         # The hosts are sorted by their weights fed in list order (no per-host lookups in
         # random order), and the weights by themselves: the same keys give the same order.
@@ -565,11 +628,13 @@ class WeightHandler:
         return ranked, sorted(weights, reverse=True)
 
     def _weigh_one_by_one(
-        self, host_list: list[Any], spec_obj: Any, explain: bool, bounds: Bounds | None = None
+        self, host_list: list[Any], spec_obj: Any, explain: bool, shares: Shares | None = None
     ) -> list[WeighedHost]:
         """The plain path, for ``explain`` and debug logging: every weigher, every host,
         with per-weigher contributions and nova's debug lines."""
         weighed = [WeighedHost(h, 0.0, {} if explain else None) for h in host_list]
+        if shares is not None:
+            shares._start()
         debug = LOG.isEnabledFor(logging.DEBUG)
         for weigher in self.weighers:
             name = getattr(weigher, "name", None) or type(weigher).__name__
@@ -597,10 +662,13 @@ class WeightHandler:
             if maxval is not None:
                 raw = [v if v <= maxval else float(maxval) for v in raw]
             normalized = normalize(raw, minval, maxval)
-            if bounds is not None and raw:
-                bounds[name] = (
+            if shares is not None and raw:
+                shares._keep(
+                    weigher,
+                    raw,
                     float(min(raw) if minval is None else minval),
                     float(max(raw) if maxval is None else maxval),
+                    multipliers,
                 )
             for i, item in enumerate(weighed):
                 item.weight += multipliers[i] * normalized[i]
@@ -620,6 +688,8 @@ class WeightHandler:
                         for k, m, n in zip(keys, multipliers, normalized, strict=True)
                     },
                 )
+        if shares is not None:
+            shares._finish(host_list, [w.weight for w in weighed])
         # sorted() is stable, also with reverse=True: equal weights keep the filtered order
         return sorted(weighed, key=attrgetter("weight"), reverse=True)
 

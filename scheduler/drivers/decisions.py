@@ -15,8 +15,7 @@ from typing import Any
 from scheduler.objects import request_summary
 from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord
 from scheduler.request import SchedulingRequest
-from weighers import Same
-from weighers.handler import normalized_value, raw_values
+from weighers.handler import Shares, normalized_value
 
 # 2: the request as it arrived (``spec``), when the driver was given an encoder
 DOCUMENT_VERSION = 2
@@ -25,42 +24,45 @@ MAX_WEIGHED_INSTANCES = 10
 
 
 def top_weighed(
-    req: SchedulingRequest,
     hosts: list[Any],
     weights: list[float],
     weighers: list[Any],
     k: int,
-    bounds: dict[str, tuple[float, float]],
+    shares: Shares,
 ) -> list[dict[str, Any]]:
     """The ``k`` best weighed hosts, each with its weight and, per weigher, its raw value,
-    its value normalised as the weighing did (between ``bounds``, over all the filtered
-    hosts), its multiplier and its share of the weight (``multiplier * normalized``; the
-    shares add up to the weight)."""
+    its value normalised as the weighing did (over all the filtered hosts), its multiplier
+    and its share of the weight (``multiplier * normalized``; the shares add up to the
+    weight), read from ``shares``: what the ranking itself weighed them by."""
     best = hosts[:k]
     out = [
         {"host": h.host, "node": h.nodename, "weight": round(w, 6), "weighers": {}}
         for h, w in zip(best, weights[:k], strict=False)
     ]
+    # each recorded host's place among the ranking's best (a picker may have reordered)
+    place = {id(h): i for i, h in enumerate(shares.hosts)}
     for weigher in weighers:
         name = getattr(weigher, "name", None) or type(weigher).__name__
-        try:
-            multipliers = [float(weigher.weight_multiplier(h)) for h in best]
-            if not any(multipliers) or name not in bounds:
-                # it weighed nothing (or the same for every host): no share
-                for entry, multiplier in zip(out, multipliers, strict=False):
-                    entry["weighers"][name] = {"multiplier": multiplier, "share": 0.0}
-                continue
-            values = raw_values(weigher, best, req)
-            raws = [values.value] * len(best) if isinstance(values, Same) else list(values)
-        except Exception as exc:  # a record must never fail a request
-            for entry in out:
-                entry["weighers"][name] = {"error": str(exc)[:200]}
+        share = shares.weighers.get(name)
+        if share is None:
+            # it weighed nothing (or the same for every host): no share
+            for entry, host in zip(out, best, strict=False):
+                try:
+                    multiplier = float(weigher.weight_multiplier(host))
+                except Exception as exc:  # a record must never fail a request
+                    entry["weighers"][name] = {"error": str(exc)[:200]}
+                    continue
+                entry["weighers"][name] = {"multiplier": multiplier, "share": 0.0}
             continue
-        low, high = bounds[name]
         minval = getattr(weigher, "minval", None)
         maxval = getattr(weigher, "maxval", None)
-        for entry, raw, multiplier in zip(out, raws, multipliers, strict=False):
-            normalized = _normalized(raw, low, high, minval, maxval)
+        for entry, host in zip(out, best, strict=False):
+            i = place.get(id(host))
+            if i is None:  # not among the ranking's best (a picker's own order)
+                entry["weighers"][name] = {"raw": None, "normalized": None, "share": None}
+                continue
+            raw, multiplier = share.raws[i], share.multipliers[i]
+            normalized = _normalized(raw, share.low, share.high, minval, maxval)
             entry["weighers"][name] = {
                 "raw": _number(raw),
                 "normalized": None if normalized is None else round(normalized, 6),

@@ -16,6 +16,7 @@ from tests.unit.scheduler.drivers.fakes import (
     make_host,
     make_spec,
 )
+from weighers import BaseHostWeigher
 
 
 class ListRecorder:
@@ -131,3 +132,38 @@ def test_the_shares_add_up_to_the_weight_on_the_list_and_the_column_paths(hosts_
         shares = [w.get("share") or 0.0 for w in entry["weighers"].values()]
         assert sum(shares) == pytest.approx(weight, abs=1e-5)
     manager.stop()
+
+
+class DistanceFromMean(BaseHostWeigher):
+    """A weigher whose ``prepare`` looks at every host weighed: the closer a host's free
+    RAM is to the mean of them all, the better."""
+
+    def prepare(self, spec_obj, hosts):
+        return sum(h.free_ram_mb for h in hosts) / len(hosts)
+
+    def weigh(self, host_state, mean):
+        return -abs(host_state.free_ram_mb - mean)
+
+
+def test_a_records_shares_are_the_rankings_for_a_weigher_that_prepares_on_every_host():
+    """The record reads what the ranking weighed the best hosts by: a weigher whose
+    ``prepare`` depends on all the hosts gives the record the same raw values, and the
+    shares add up to the weights (prepared again on the best five alone, the mean would
+    move and the shares would not)."""
+    rams = [1024, 2048, 3072, 4096, 8192, 16384, 32768, 65536]
+    hosts = [make_host(f"h{i}", ram_mb=ram) for i, ram in enumerate(rams)]
+    driver = FilterScheduler(
+        placement=FakePlacement(hosts),
+        host_manager=FakeHostManager(hosts),
+        weighers=[DistanceFromMean()],
+    )
+    driver.recorder = ListRecorder()
+    req = driver.new_request(CONTEXT, make_spec())
+    step = driver.select_hosts(req, hosts, 0)
+    (best,) = req.trace.weighed.values()
+    mean = sum(h.free_ram_mb for h in hosts) / len(hosts)
+    assert [b["host"] for b in best] == [h.host for h in step.hosts[:5]]
+    for entry, host, weight in zip(best, step.hosts, step.weights, strict=False):
+        share = entry["weighers"]["DistanceFromMean"]
+        assert share["raw"] == pytest.approx(-abs(host.free_ram_mb - mean))
+        assert share["share"] == pytest.approx(weight, abs=1e-5)
