@@ -108,7 +108,7 @@ class Trace:
 
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
     # the best weighed hosts per instance index, for the decision record (None: not recorded)
-    weighed: dict[int, list[dict[str, Any]]] | None = None
+    weighed: dict[int, Any] | None = None  # scheduler.framework.Ranked
     # the attempt before this one (a NoValidHost from the view, asked of Placement again)
     previous: Trace | None = None
 

@@ -21,7 +21,7 @@ from typing import Any
 from filters.compute_filter import ComputeFilter
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
-from scheduler.drivers.pickers import RandomPick
+from scheduler.framework.pickers import RandomPick
 
 LOG = logging.getLogger(__name__)
 

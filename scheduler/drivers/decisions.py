@@ -10,34 +10,28 @@ looking inside (docs/operations.md, "Decision records").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from scheduler.framework import Ranked
 from scheduler.objects import request_summary
 from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord
 from scheduler.request import SchedulingRequest
-from weighers.handler import Shares, normalized_value
+from weighers.handler import normalized_value
 
 # 2: the request as it arrived (``spec``), when the driver was given an encoder
 DOCUMENT_VERSION = 2
-# the instances of a multi-create whose weighed hosts are kept (the first ones)
-MAX_WEIGHED_INSTANCES = 10
 
 
-def top_weighed(
-    hosts: list[Any],
-    weights: list[float],
-    weighers: list[Any],
-    k: int,
-    shares: Shares,
-) -> list[dict[str, Any]]:
-    """The ``k`` best weighed hosts, each with its weight and, per weigher, its raw value,
-    its value normalised as the weighing did (over all the filtered hosts), its multiplier
-    and its share of the weight (``multiplier * normalized``; the shares add up to the
-    weight), read from ``shares``: what the ranking itself weighed them by."""
-    best = hosts[:k]
+def top_weighed(ranked: Ranked, weighers: Sequence[Any]) -> list[dict[str, Any]]:
+    """One instance's best weighed hosts, each with its weight and, per weigher, its raw
+    value, its value normalised as the weighing did (over all the filtered hosts), its
+    multiplier and its share of the weight (``multiplier * normalized``; the shares add up
+    to the weight), read from ``ranked.shares``: what the ranking itself weighed them by."""
+    best, weights, shares = ranked.hosts, ranked.weights, ranked.shares
     out = [
         {"host": h.host, "node": h.nodename, "weight": round(w, 6), "weighers": {}}
-        for h, w in zip(best, weights[:k], strict=False)
+        for h, w in zip(best, weights, strict=False)
     ]
     # each recorded host's place among the ranking's best (a picker may have reordered)
     place = {id(h): i for i, h in enumerate(shares.hosts)}
@@ -95,10 +89,11 @@ def decision_record(
     error: BaseException | None,
     *,
     spec: dict[str, Any] | None = None,
+    weighers: Sequence[Any] = (),
 ) -> DecisionRecord:
     """The record of one call: ``result`` its selections, or ``error`` what it raised;
     ``spec`` the request as it arrived, in the JSON form a replay decodes (nova's wire
-    form)."""
+    form); ``weighers`` the enabled ones, which the best hosts' shares are named by."""
     trace = req.trace
     if error is None:
         outcome = SCHEDULED
@@ -141,7 +136,7 @@ def decision_record(
         ],
         "filter_removed": dict(trace.filter_removed),
         "narrowed": [{"hosts": n, "why": why} for n, why in trace.narrowed],
-        "weighed": [trace.weighed[i] for i in sorted(trace.weighed or {})],
+        "weighed": [top_weighed(trace.weighed[i], weighers) for i in sorted(trace.weighed or {})],
         "selections": selections,
         "claims": {
             "made": trace.claims_made,

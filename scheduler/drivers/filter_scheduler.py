@@ -34,7 +34,6 @@ from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
 from scheduler.drivers.held_claims import HeldClaims
 from scheduler.drivers.host_source import HostSource
-from scheduler.drivers.pickers import NovaPick, Picker
 from scheduler.exceptions import (
     ConfigurationError,
     NoValidHost,
@@ -42,6 +41,7 @@ from scheduler.exceptions import (
     RequestFilterFailed,
 )
 from scheduler.framework import Framework, InstanceStep
+from scheduler.framework.pickers import NovaPick, Picker
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
 from scheduler.placement import query
@@ -320,7 +320,12 @@ class FilterScheduler:
         try:
             encoder = self.spec_encoder
             rec = decisions.decision_record(
-                req, instance_uuids, result, error, spec=encoder(spec) if encoder else None
+                req,
+                instance_uuids,
+                result,
+                error,
+                spec=encoder(spec) if encoder else None,
+                weighers=self.framework.weighers,
             )
             if not (isinstance(error, NoValidHost) and error.cause == "filters"):
                 self.recorder.record(rec)

@@ -132,6 +132,18 @@ RULES: dict[str, tuple[str, ...]] = {
         "db",
         "scheduler.placement.api",
     ),
+    # the scheduling framework: the plugins' handlers over the hosts given; never what
+    # asks (the drivers, RPC, explain), Placement or the host cache's reads
+    "scheduler.framework": (
+        *_SERVICE,
+        "scheduler.placement",
+        "scheduler.hosts.manager",
+        "scheduler.hosts.cells",
+        "scheduler.hosts.refresher",
+        "scheduler.telemetry",
+        "scheduler.records",
+        "db",
+    ),
     # the host cache reads the cell databases; it knows nothing of requests in flight
     "scheduler.hosts": (
         *_SERVICE,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from filters.handler import FilterHandler, load_filters
 from scheduler.conf import CONF
-from scheduler.drivers.pickers import NovaPick
 from scheduler.framework import Framework, narrow
+from scheduler.framework.pickers import NovaPick
 from scheduler.objects import Destination, ImageMeta
 from scheduler.request import SchedulingRequest
 from tests.unit.scheduler.drivers.fakes import make_host, make_spec

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from scheduler.drivers import decisions
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.records import NO_VALID_HOST, SCHEDULED
@@ -126,7 +127,8 @@ def test_the_shares_add_up_to_the_weight_on_the_list_and_the_column_paths(hosts_
     hosts = driver.all_hosts(req)
     assert len(hosts) == hosts_count
     step = driver.select_hosts(req, hosts, 0)
-    (best,) = req.trace.weighed.values()
+    (ranked,) = req.trace.weighed.values()
+    best = decisions.top_weighed(ranked, driver.framework.weighers)
     assert [b["host"] for b in best] == [h.host for h in step.hosts[:5]]
     for entry, weight in zip(best, step.weights, strict=False):
         shares = [w.get("share") or 0.0 for w in entry["weighers"].values()]
@@ -160,7 +162,8 @@ def test_a_records_shares_are_the_rankings_for_a_weigher_that_prepares_on_every_
     driver.recorder = ListRecorder()
     req = driver.new_request(CONTEXT, make_spec())
     step = driver.select_hosts(req, hosts, 0)
-    (best,) = req.trace.weighed.values()
+    (ranked,) = req.trace.weighed.values()
+    best = decisions.top_weighed(ranked, driver.framework.weighers)
     mean = sum(h.free_ram_mb for h in hosts) / len(hosts)
     assert [b["host"] for b in best] == [h.host for h in step.hosts[:5]]
     for entry, host, weight in zip(best, step.hosts, step.weights, strict=False):

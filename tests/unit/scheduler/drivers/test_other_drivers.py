@@ -27,8 +27,8 @@ from scheduler.drivers.caching_scheduler import (
 )
 from scheduler.drivers.chance_scheduler import ChanceScheduler
 from scheduler.drivers.filter_scheduler import FilterScheduler
-from scheduler.drivers.pickers import RandomPick
 from scheduler.exceptions import NoValidHost, PluginNotFound
+from scheduler.framework.pickers import RandomPick
 from scheduler.hosts.manager import _needs_instances
 from scheduler.objects import Destination
 from scheduler.placement.api import ClaimConflict

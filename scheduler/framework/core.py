@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from filters.handler import FilterHandler, FilterReport
-from scheduler.drivers import decisions
-from scheduler.drivers.pickers import Picker
+from scheduler.framework.pickers import Picker
 from scheduler.hosts.state import HostState
 from scheduler.request import SchedulingRequest
 from weighers.handler import Shares, WeighedHost, WeightHandler
 
 LOG = logging.getLogger(__name__)
+# the instances of a multi-create whose best weighed hosts are kept for the decision record
+MAX_WEIGHED_INSTANCES = 10
 
 
 @dataclass(slots=True)
@@ -43,6 +44,17 @@ class InstanceStep:
     hosts: list[HostState]  # the filtered hosts, best weight first
     weights: list[float]
     weighed: list[WeighedHost] | None = None  # with each weigher's share (explain only)
+
+
+@dataclass(slots=True, frozen=True)
+class Ranked:
+    """One instance's best weighed hosts as the ranking left them, before the instance
+    consumed anything, with what each weigher weighed them by (``Shares``): what the
+    decision record turns into its ``weighed`` (``scheduler/drivers/decisions.py``)."""
+
+    hosts: list[HostState]
+    weights: list[float]
+    shares: Shares
 
 
 class Framework:
@@ -102,12 +114,13 @@ class Framework:
         weighed = req.trace.weighed
         # what the ranking weighed the best hosts by, for the decision record (the first
         # instances)
+        k = self.conf.decision_records.top_weighed
         shares = (
-            Shares(self.conf.decision_records.top_weighed)
+            Shares(k)
             if weighed is not None
             and not explain
             and index not in weighed
-            and index < decisions.MAX_WEIGHED_INSTANCES
+            and index < MAX_WEIGHED_INSTANCES
             else None
         )
         with req.trace.timed("weigh"):
@@ -122,13 +135,7 @@ class Framework:
         step = self.picker.arrange(step)
         if shares is not None:
             # before the instance consumes anything: the values it was chosen by
-            req.trace.weighed[index] = decisions.top_weighed(
-                step.hosts,
-                step.weights,
-                self.weighers,
-                self.conf.decision_records.top_weighed,
-                shares,
-            )
+            req.trace.weighed[index] = Ranked(step.hosts[:k], step.weights[:k], shares)
         return step
 
     def filtered(self, req: SchedulingRequest, hosts: list[HostState]) -> FilterReport:
