@@ -51,7 +51,7 @@ FLAVORS = [
 
 def root_record(h: Any) -> Any:
     """The provider of a compute node's HostState, with what nova-compute reports on it."""
-    from scheduler.placement.view import Inventory, ProviderRecord
+    from placement_client.view import Inventory, ProviderRecord
 
     ram_used = (h.total_usable_ram_mb or 0) - (h.free_ram_mb or 0)
     disk_total = h.total_usable_disk_gb or 0
@@ -80,7 +80,7 @@ def root_record(h: Any) -> Any:
 
 def view_of(driver: Any) -> Any:
     """A provider view holding one provider per compute node, as Placement would."""
-    from scheduler.placement.view import ProviderView, ViewRefresher
+    from placement_client.view import ProviderView, ViewRefresher
 
     hosts = driver.host_manager.get_host_states_by_uuids(None)
     view = ProviderView()

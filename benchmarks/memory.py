@@ -90,7 +90,7 @@ def _nested_view(driver: Any) -> dict[str, Any]:
     bandwidth: its resident size, per provider."""
     from benchmarks.capacity import root_record
     from benchmarks.placement_seed import BW_EGR, nested_children
-    from scheduler.placement.view import Inventory, ProviderRecord, ProviderView
+    from placement_client.view import Inventory, ProviderRecord, ProviderView
 
     hosts = driver.host_manager.get_host_states_by_uuids(None)
     roots = [root_record(h) for h in hosts]

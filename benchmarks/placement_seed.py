@@ -32,9 +32,9 @@ from oslo_utils import timeutils
 import db
 import db.api
 from benchmarks import fleet as bench_fleet
+from placement_client.api import PlacementClient
 from scheduler.demo import fleet as fleet_mod
 from scheduler.demo.embedded_placement import EmbeddedPlacement
-from scheduler.placement.api import PlacementClient
 from scheduler.rpc import transport as rpc
 
 MARIADB_SERVER = "mysql+pymysql://root@127.0.0.1:3306/?charset=utf8mb4"

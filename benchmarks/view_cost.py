@@ -68,9 +68,9 @@ import sqlalchemy as sa
 import db.api
 from benchmarks import placement_seed
 from benchmarks.report import cpu_by_group, percentile, proc_table, table
-from scheduler.placement.api import PlacementClient
-from scheduler.placement.view import ApiFeed, ProviderView
-from scheduler.placement.view.db_feed import DatabaseFeed
+from placement_client.api import PlacementClient
+from placement_client.view import ApiFeed, ProviderView
+from placement_client.view.db_feed import DatabaseFeed
 
 LOG = logging.getLogger(__name__)
 

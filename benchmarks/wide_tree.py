@@ -28,11 +28,11 @@ from typing import Any
 import requests
 
 from benchmarks import placement_seed
+from placement_client.api import AllocationCandidatesQuery, QueryGroup
+from placement_client.api.client import MV_CANDIDATES
+from placement_client.view import DatabaseFeed, ProviderView
+from placement_client.view.search import SearchOptions
 from scheduler.demo.embedded_placement import EmbeddedPlacement
-from scheduler.placement.api import AllocationCandidatesQuery, QueryGroup
-from scheduler.placement.api.client import MV_CANDIDATES
-from scheduler.placement.view import DatabaseFeed, ProviderView
-from scheduler.placement.view.search import SearchOptions
 
 DEVICES_ASKED = 6
 CAP = 100_000  # nova-next's [placement] max_allocation_candidates

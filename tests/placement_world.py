@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.placement.api import ClaimConflict, PlacementClient
+from placement_client.api import ClaimConflict, PlacementClient
 
 
 @dataclass

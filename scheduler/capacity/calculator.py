@@ -41,11 +41,11 @@ from typing import Any
 from oslo_utils import timeutils
 
 from filters import PASS_ALL
+from placement_client import query
 from scheduler.exceptions import InvalidRequest, NoValidHost
 from scheduler.hosts import table as host_table
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.placement import query
 
 # the resource classes whose free amount is read from the compute nodes (the others from
 # Placement); listed first, in this order, wherever stranded capacity is shown

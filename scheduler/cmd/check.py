@@ -513,7 +513,7 @@ def _microversion(text: str) -> tuple[int, int] | None:
 def _placement_client(conf: cfg.ConfigOpts) -> Any:
     """The scheduler's Placement client from ``[placement]``, with short timeouts (the
     keystoneauth session's, for the token request, and the client's own)."""
-    from scheduler.placement.from_conf import client_from_conf
+    from placement_client.from_conf import client_from_conf
 
     group = conf.placement
     configured = group.timeout
@@ -536,8 +536,8 @@ def check_placement(ctx: CheckContext) -> CheckResult:
     """Placement answers ``GET /`` with a maximum microversion of 1.36 or more, and an
     authenticated ``GET /allocation_candidates`` at 1.36 (limited to a tree that does not
     exist, so it costs Placement nothing) succeeds with the configured credentials."""
+    from placement_client.api.errors import PlacementConnectionError, PlacementError
     from scheduler.exceptions import ConfigurationError
-    from scheduler.placement.api.errors import PlacementConnectionError, PlacementError
 
     name = check_placement.check_name  # type: ignore[attr-defined]
     conf = ctx.conf

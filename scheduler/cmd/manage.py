@@ -245,7 +245,7 @@ def _placement_client(args: argparse.Namespace) -> Any:
             "no Placement: give --placement-url URL (or set [placement] endpoint_override), "
             "or --no-placement to write the databases only"
         )
-    from scheduler.placement.api import PlacementClient
+    from placement_client.api import PlacementClient
 
     client = PlacementClient(url, token=CONF.placement.noauth2_user)
     try:
@@ -392,7 +392,7 @@ def _explain_view(placement: Any) -> Any:
     """The provider view for a one-shot explain: read from Placement's database when the
     view is fed from it (a fraction of a second); through the API the load takes four GETs
     per provider, so the CLI asks Placement instead (False: no view)."""
-    from scheduler.placement.from_conf import view_from_conf
+    from placement_client.from_conf import view_from_conf
 
     opts = CONF.placement
     feed = opts.view_feed
@@ -423,7 +423,7 @@ def _one_shot_driver(all_hosts: bool) -> Iterator[Any]:
         if all_hosts:
             placement: Any = _NoPlacement()
         else:
-            from scheduler.placement.from_conf import client_from_conf
+            from placement_client.from_conf import client_from_conf
 
             try:
                 placement = client_from_conf(CONF)

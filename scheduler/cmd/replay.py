@@ -104,9 +104,9 @@ def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
 def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
     """Today's fleet, read once, with the recorded instances taken out; what was taken; the
     cells that could not be read (their hosts are not in it)."""
+    from placement_client.from_conf import client_from_conf, search_options, view_from_conf
+    from placement_client.view import ApiFeed, ProviderView, ViewRefresher
     from scheduler.hosts.manager import HostManager
-    from scheduler.placement.from_conf import client_from_conf, search_options, view_from_conf
-    from scheduler.placement.view import ApiFeed, ProviderView, ViewRefresher
     from scheduler.replay import ReplayFleet
 
     try:

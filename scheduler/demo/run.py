@@ -71,10 +71,10 @@ def main(argv: Any = None) -> int:
 
 def _run(args: argparse.Namespace, state: Path) -> int:
     import db
+    from placement_client.api import PlacementClient
     from scheduler.conf import CONF
     from scheduler.demo import fleet as fleet_mod
     from scheduler.demo.embedded_placement import EmbeddedPlacement
-    from scheduler.placement.api import PlacementClient
     from scheduler.rpc import transport as rpc
     from scheduler.rpc.context import RequestContext
     from scheduler.rpc.rpcapi import SchedulerAPI

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from placement_client import query
+from placement_client.api import AllocationCandidates, PlacementClientError, PlacementError
+from placement_client.hint import placement_hint
+from placement_client.view import unsupported_reason
 from scheduler.conf import CONF
 from scheduler.exceptions import NoValidHost
-from scheduler.placement import query
-from scheduler.placement.api import AllocationCandidates, PlacementClientError, PlacementError
-from scheduler.placement.hint import placement_hint
-from scheduler.placement.view import unsupported_reason
 from scheduler.request import SchedulingRequest
 
 LOG = logging.getLogger(__name__)

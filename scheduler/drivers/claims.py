@@ -19,11 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from scheduler.conf import CONF
-from scheduler.exceptions import AllocationUpdateFailed
-from scheduler.hosts.state import HostState
-from scheduler.placement import query
-from scheduler.placement.api import (
+from placement_client import query
+from placement_client.api import (
     ClaimConflict,
     ClaimOutcomeUnknown,
     ConsumerGenerationConflict,
@@ -31,6 +28,9 @@ from scheduler.placement.api import (
     PlacementConnectionError,
     PlacementError,
 )
+from scheduler.conf import CONF
+from scheduler.exceptions import AllocationUpdateFailed
+from scheduler.hosts.state import HostState
 from scheduler.request import SchedulingRequest
 from scheduler.telemetry import metrics
 

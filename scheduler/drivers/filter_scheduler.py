@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from filters.handler import FilterHandler, load_filters
+from placement_client import query
+from placement_client.api import MV_CLAIM, AllocationCandidates
 from scheduler.conf import CONF
 from scheduler.drivers import decisions, relaxations
 from scheduler.drivers import request_filters as prefilters
@@ -44,8 +46,6 @@ from scheduler.framework import Framework, InstanceStep
 from scheduler.framework.pickers import NovaPick, Picker
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
-from scheduler.placement import query
-from scheduler.placement.api import MV_CLAIM, AllocationCandidates
 from scheduler.request import SchedulingRequest, Trace
 from scheduler.telemetry import metrics
 from weighers.handler import WeightHandler, load_weighers
@@ -123,7 +123,7 @@ class FilterScheduler:
         except Exception as exc:
             raise ConfigurationError(f"Could not load filters/weighers: {exc}") from exc
         if placement is None:
-            from scheduler.placement.from_conf import client_from_conf
+            from placement_client.from_conf import client_from_conf
 
             placement = client_from_conf(conf)
             placement.on_claim_retry = _count_claim_retry
@@ -136,7 +136,7 @@ class FilterScheduler:
         # the provider view: a ViewRefresher from [placement] view_feed, unless one is given
         # (False: none)
         if view is None:
-            from scheduler.placement.from_conf import view_from_conf
+            from placement_client.from_conf import view_from_conf
 
             view = view_from_conf(conf, placement)
         self.view_refresher = view or None

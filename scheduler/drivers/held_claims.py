@@ -28,8 +28,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from placement_client.api import PlacementError
 from scheduler.hosts.state import HostState
-from scheduler.placement.api import PlacementError
 
 LOG = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ Where novasched departs from nova 34:
 * A missing image or ``disk_format`` skips ``require_image_type_support`` (nova fails).
 
 ``routed_networks_filter`` and ``remote_managed_ports_filter`` ask Neutron (through the
-``[neutron]`` options, ``scheduler/placement/neutron.py``) and, for the first, Placement
+``[neutron]`` options, ``placement_client/neutron.py``) and, for the first, Placement
 (``GET /resource_providers/{segment}/aggregates``), with nova's calls. They depart from nova 34
 in these ways:
 
@@ -74,13 +74,13 @@ from typing import Any, Protocol
 import os_traits
 from oslo_utils import strutils
 
+from placement_client import neutron
+from placement_client.api.errors import PlacementError
+from placement_client.from_conf import client_from_conf as placement_client_from_conf
+from placement_client.query import build_queries
 from scheduler.conf import CONF
 from scheduler.exceptions import RequestFilterFailed
 from scheduler.objects import Aggregate, Destination, RequestSpec
-from scheduler.placement import neutron
-from scheduler.placement.api.errors import PlacementError
-from scheduler.placement.from_conf import client_from_conf as placement_client_from_conf
-from scheduler.placement.query import build_queries
 
 LOG = logging.getLogger(__name__)
 

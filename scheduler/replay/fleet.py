@@ -29,10 +29,10 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from placement_client.api import AllocationCandidates, PlacementClientError
+from placement_client.view import ProviderRecord, ProviderView
 from scheduler.hosts.state import HostState
 from scheduler.objects import Aggregate, Flavor, RequestSpec
-from scheduler.placement.api import AllocationCandidates, PlacementClientError
-from scheduler.placement.view import ProviderRecord, ProviderView
 from scheduler.resources import numa
 
 

@@ -16,7 +16,7 @@ The answers must be equal: the allocation requests as a set (each with its amoun
 provider and its ``mappings``), the provider summaries, and the count. Not the order:
 Placement 16 keeps its candidates in Python sets hashed by resource class names, so its order
 changes with the hash seed of the Placement process (two Placements, or one restarted, order
-the same answer differently; see scheduler/placement/view/search.py).
+the same answer differently; see placement_client/view/search.py).
 
 Placement's ``max_allocation_candidates`` and both generation strategies are compared on a
 second and a third Placement over the same database: the same number of candidates, each one
@@ -43,15 +43,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.demo.embedded_placement import EmbeddedPlacement
-from scheduler.placement.api import (
+from placement_client.api import (
     AllocationCandidates,
     AllocationCandidatesQuery,
     PlacementClient,
     QueryGroup,
 )
-from scheduler.placement.view import ApiFeed, ProviderView
-from scheduler.placement.view.search import SearchOptions
+from placement_client.view import ApiFeed, ProviderView
+from placement_client.view.search import SearchOptions
+from scheduler.demo.embedded_placement import EmbeddedPlacement
 from tests.hunt import examples, hunting
 from tests.placement_world import BuiltWorld, Inv
 

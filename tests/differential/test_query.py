@@ -41,11 +41,11 @@ from oslo_config import cfg
 from placement import lib as placement_lib
 from placement import microversion
 
+from placement_client.api import MV_CANDIDATES
+from placement_client.query import build_queries
 from scheduler import conf as sched_conf
 from scheduler.drivers import request_filters as prefilters
 from scheduler.exceptions import InvalidRequest, NoValidHost
-from scheduler.placement.api import MV_CANDIDATES
-from scheduler.placement.query import build_queries
 from scheduler.request import SchedulingRequest
 from scheduler.rpc import wire
 from tests.hunt import examples, hunting

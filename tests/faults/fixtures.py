@@ -22,10 +22,10 @@ from oslo_messaging import transport as om_transport
 from oslo_messaging._drivers import impl_rabbit
 
 import db
+from placement_client.api import PlacementClient
 from scheduler.conf import CONF
 from scheduler.demo import fleet as fleet_mod
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.placement.api import PlacementClient
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.rpcapi import SchedulerAPI

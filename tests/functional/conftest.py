@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from placement_client.api import PlacementClient
 from scheduler.demo.embedded_placement import EmbeddedPlacement
-from scheduler.placement.api import PlacementClient
 from tests.functional.fixtures_db import make_database
 from tests.functional.fixtures_placement import make_mariadb_placement
 from tests.functional.fixtures_provider_view import make_fleet

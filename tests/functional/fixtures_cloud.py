@@ -16,11 +16,11 @@ from typing import Any
 from oslo_messaging import transport as om_transport
 
 import db
+from placement_client.api import PlacementClient
 from scheduler.conf import CONF
 from scheduler.demo import fleet as fleet_mod
 from scheduler.demo.embedded_placement import EmbeddedPlacement
 from scheduler.objects import Flavor
-from scheduler.placement.api import PlacementClient
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.rpcapi import SchedulerAPI
 from scheduler.rpc.service import SchedulerService

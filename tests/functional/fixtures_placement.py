@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from placement_client.api import PlacementClient
 from scheduler.demo.embedded_placement import EmbeddedPlacement
-from scheduler.placement.api import PlacementClient
 
 MARIADB_HOST = "127.0.0.1"
 MARIADB_PORT = 3306

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from types import SimpleNamespace
 
-from scheduler.placement.api import PlacementClient, ProviderSpec
+from placement_client.api import PlacementClient, ProviderSpec
 
 PROJECT = "p-" + uuid.uuid4().hex[:8]
 USER = "u-" + uuid.uuid4().hex[:8]

@@ -18,11 +18,11 @@ from typing import Any, NamedTuple
 from oslo_messaging import transport as om_transport
 
 import db
+from placement_client.api import PlacementClient
 from scheduler.conf import CONF
 from scheduler.demo import fleet as fleet_mod
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import RequestSpec
-from scheduler.placement.api import PlacementClient
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.rpcapi import SchedulerAPI
 from tests.functional.fixtures_cloud import computes_reporting

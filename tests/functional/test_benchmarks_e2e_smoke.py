@@ -14,7 +14,7 @@ import json
 
 import db
 from benchmarks import e2e, placement_seed, throughput
-from scheduler.placement.api.query import AllocationCandidatesQuery
+from placement_client.api.query import AllocationCandidatesQuery
 from tests.functional.fixtures_db import ensure_server
 from tests.functional.fixtures_rabbit import ensure_rabbit
 

@@ -9,9 +9,9 @@ import sqlalchemy as sa
 
 import db
 from db import models
+from placement_client.api import PlacementClient
 from scheduler.cmd import manage
 from scheduler.demo.fleet import FleetSpec, build_fleet, load_fleet
-from scheduler.placement.api import PlacementClient
 from tests.functional.fixtures_db import make_database, server_db, server_kind  # noqa: F401
 from tests.functional.fixtures_placement import placement_service  # noqa: F401
 

@@ -20,9 +20,9 @@ from types import SimpleNamespace
 import pytest
 from oslo_messaging import transport as om_transport
 
+from placement_client.api import ConsumerGenerationConflict
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
-from scheduler.placement.api import ConsumerGenerationConflict
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.service import SchedulerService
 from tests.functional.fixtures_nova import _run_nova_side, nova_python  # noqa: F401

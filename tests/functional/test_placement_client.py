@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from scheduler.placement.api import (
+from placement_client.api import (
     AllocationCandidatesQuery,
     ClaimConflict,
     ConsumerGenerationConflict,
@@ -298,7 +298,7 @@ def test_concurrent_claims_never_overcommit_on_mariadb():
 
 _THREAD_MODE_SCRIPT = r"""
 import sys, uuid
-from scheduler.placement.api import PlacementClient, ProviderSpec
+from placement_client.api import PlacementClient, ProviderSpec
 from scheduler.demo.embedded_placement import EmbeddedPlacement
 
 with EmbeddedPlacement("sqlite:///" + sys.argv[1], mode="thread") as service:

@@ -19,11 +19,11 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
-from scheduler.placement.api import PlacementClient
-from scheduler.placement.view.api_feed import ApiFeed
-from scheduler.placement.view.db_feed import DatabaseFeed
-from scheduler.placement.view.model import ProviderRecord
-from scheduler.placement.view.view import ProviderView
+from placement_client.api import PlacementClient
+from placement_client.view.api_feed import ApiFeed
+from placement_client.view.db_feed import DatabaseFeed
+from placement_client.view.model import ProviderRecord
+from placement_client.view.view import ProviderView
 from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
 from tests.functional.fixtures_provider_view import (
     GPU,

@@ -33,14 +33,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.demo.embedded_placement import EmbeddedPlacement
-from scheduler.placement.api import (
+from placement_client.api import (
     AllocationCandidates,
     AllocationCandidatesQuery,
     PlacementClient,
     QueryGroup,
 )
-from scheduler.placement.view import ApiFeed, ProviderView
+from placement_client.view import ApiFeed, ProviderView
+from scheduler.demo.embedded_placement import EmbeddedPlacement
 from tests.hunt import examples
 from tests.placement_world import BuiltWorld, Inv
 

@@ -20,14 +20,14 @@ from types import SimpleNamespace
 import pytest
 import requests
 
+from placement_client import query
+from placement_client.api import PlacementClient
+from placement_client.from_conf import view_from_conf
+from placement_client.view import DatabaseFeed, ProviderView, ViewRefresher
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Destination, Flavor, RequestSpec
-from scheduler.placement import query
-from scheduler.placement.api import PlacementClient
-from scheduler.placement.from_conf import view_from_conf
-from scheduler.placement.view import DatabaseFeed, ProviderView, ViewRefresher
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
 from tests.functional.fixtures_provider_view import claim, new_uuid

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from placement_client.api import PlacementClient
 from scheduler.demo import fleet as fleet_mod
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.placement.api import PlacementClient
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.rpcapi import SchedulerAPI
 from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit

@@ -22,9 +22,9 @@ import uuid as uuidlib
 import pytest
 import requests
 
+from placement_client.api import PlacementClient
+from placement_client.api.errors import PlacementClientError
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.placement.api import PlacementClient
-from scheduler.placement.api.errors import PlacementClientError
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit
 from tests.functional.fixtures_race import (

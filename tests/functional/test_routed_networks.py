@@ -21,12 +21,12 @@ from urllib.parse import parse_qs, urlsplit
 import os_traits
 import pytest
 
+from placement_client.api import PlacementClient
+from placement_client.api.client import ProviderSpec
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, RequestSpec
-from scheduler.placement.api import PlacementClient
-from scheduler.placement.api.client import ProviderSpec
 from tests.functional.fixtures_neutron import NeutronStandIn
 from tests.functional.fixtures_placement import placement_service  # noqa: F401 - a fixture
 from tests.unit.scheduler.drivers.fakes import FakeHostManager, make_host

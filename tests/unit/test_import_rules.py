@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("scheduler", "filters", "weighers", "db")
+PACKAGES = ("scheduler", "filters", "weighers", "db", "placement_client")
 
 # what sits above the request path: only the console commands and the demo may use it
 _TOP = ("scheduler.cmd", "scheduler.demo")
@@ -33,27 +33,27 @@ _TELEMETRY_SERVICE = (
 _NOVA_WRITER = (
     *_SERVICE,
     "scheduler.hosts",
-    "scheduler.placement",
+    "placement_client",
     "scheduler.telemetry",
     "filters",
     "weighers",
-    "scheduler.placement.api",
-    "scheduler.placement.view",
+    "placement_client.api",
+    "placement_client.view",
 )
 
 # module prefix -> prefixes it must not import (a prefix matches the module and its children)
 RULES: dict[str, tuple[str, ...]] = {
     # the leaves: HTTP to Placement, nova's tables
-    "scheduler.placement.api": ("scheduler.", "filters", "weighers", "db"),
+    "placement_client.api": ("scheduler", "placement_client.", "filters", "weighers", "db"),
     "db": ("scheduler", "filters", "weighers"),
     # Placement's providers held in the scheduler: reads Placement (client or its database),
     # knows nothing of nova, requests or hosts
-    "scheduler.placement.view": ("scheduler.", "filters", "weighers", "db"),
+    "placement_client.view": ("scheduler", "placement_client.", "filters", "weighers", "db"),
     # the model every stage shares
-    "scheduler.objects": ("scheduler.", "filters", "weighers", "db"),
-    "scheduler.exceptions": ("scheduler.", "filters", "weighers", "db"),
-    "scheduler.conf": ("scheduler.", "filters", "weighers", "db"),
-    "scheduler.primitives": ("scheduler.", "filters", "weighers", "db"),
+    "scheduler.objects": ("scheduler.", "placement_client", "filters", "weighers", "db"),
+    "scheduler.exceptions": ("scheduler.", "placement_client", "filters", "weighers", "db"),
+    "scheduler.conf": ("scheduler.", "placement_client", "filters", "weighers", "db"),
+    "scheduler.primitives": ("scheduler.", "placement_client", "filters", "weighers", "db"),
     # what an operator watches: the metrics are a leaf every stage may count into; the
     # listener, monitor and report are handed the service and its driver, never import them
     "scheduler.telemetry.metrics": (
@@ -61,32 +61,32 @@ RULES: dict[str, tuple[str, ...]] = {
         "filters",
         "weighers",
         "db",
-        "scheduler.placement.api",
-        "scheduler.placement.view",
+        "placement_client.api",
+        "placement_client.view",
     ),
     "scheduler.telemetry": (
         *_SERVICE,
         "scheduler.hosts",
-        "scheduler.placement",
+        "placement_client",
         "filters",
         "weighers",
         "db",
-        "scheduler.placement.api",
-        "scheduler.placement.view",
+        "placement_client.api",
+        "placement_client.view",
     ),
-    "scheduler.request": (*_SERVICE, "scheduler.hosts", "scheduler.placement", "filters"),
+    "scheduler.request": (*_SERVICE, "scheduler.hosts", "placement_client", "filters"),
     # nova's plugins under nova's names: the shared model only (the adapters in filters/
     # and weighers/ use it)
     "scheduler.nova_plugins": (
         *_SERVICE,
         "scheduler.hosts",
-        "scheduler.placement",
+        "placement_client",
         "scheduler.telemetry",
         "filters",
         "weighers",
         "db",
-        "scheduler.placement.api",
-        "scheduler.placement.view",
+        "placement_client.api",
+        "placement_client.view",
     ),
     # the scheduler's own services row: a write to nova's database, started by the service
     "scheduler.servicegroup": _NOVA_WRITER,
@@ -97,18 +97,18 @@ RULES: dict[str, tuple[str, ...]] = {
     "scheduler.resources": (
         *_SERVICE,
         "scheduler.hosts",
-        "scheduler.placement",
+        "placement_client",
         "filters",
         "weighers",
         "db",
-        "scheduler.placement.api",
+        "placement_client.api",
     ),
     # plugins see the request, the host state and the maths; never the wire, RPC, I/O
     "filters": (
         *_SERVICE,
         "scheduler.telemetry",
-        "scheduler.placement",
-        "scheduler.placement.view",
+        "placement_client",
+        "placement_client.view",
         "scheduler.hosts.manager",
         "scheduler.hosts.cells",
         "scheduler.hosts.refresher",
@@ -116,13 +116,13 @@ RULES: dict[str, tuple[str, ...]] = {
         "scheduler.hosts.instances",
         "weighers",
         "db",
-        "scheduler.placement.api",
+        "placement_client.api",
     ),
     "weighers": (
         *_SERVICE,
         "scheduler.telemetry",
-        "scheduler.placement",
-        "scheduler.placement.view",
+        "placement_client",
+        "placement_client.view",
         "scheduler.hosts.manager",
         "scheduler.hosts.cells",
         "scheduler.hosts.refresher",
@@ -130,13 +130,13 @@ RULES: dict[str, tuple[str, ...]] = {
         "scheduler.hosts.instances",
         "filters",
         "db",
-        "scheduler.placement.api",
+        "placement_client.api",
     ),
     # the scheduling framework: the plugins' handlers over the hosts given; never what
     # asks (the drivers, RPC, explain), Placement or the host cache's reads
     "scheduler.framework": (
         *_SERVICE,
-        "scheduler.placement",
+        "placement_client",
         "scheduler.hosts.manager",
         "scheduler.hosts.cells",
         "scheduler.hosts.refresher",
@@ -148,14 +148,14 @@ RULES: dict[str, tuple[str, ...]] = {
     "scheduler.hosts": (
         *_SERVICE,
         *_TELEMETRY_SERVICE,
-        "scheduler.placement",
-        "scheduler.placement.view",
+        "placement_client",
+        "placement_client.view",
         "filters",
         "weighers",
-        "scheduler.placement.api",
+        "placement_client.api",
     ),
     # the Placement query
-    "scheduler.placement": (*_SERVICE, "scheduler.hosts", "filters", "weighers", "db"),
+    "placement_client": (*_SERVICE, "scheduler.hosts", "filters", "weighers", "db"),
     # the drivers decide; they do not speak RPC and do not run explain
     "scheduler.drivers": (
         "scheduler.rpc",
@@ -182,7 +182,7 @@ RULES: dict[str, tuple[str, ...]] = {
         *_SERVICE,
         *_TELEMETRY_SERVICE,
         "scheduler.hosts",
-        "scheduler.placement",
+        "placement_client",
         "scheduler.request",
         "scheduler.resources",
         "scheduler.nova_plugins",
@@ -217,11 +217,11 @@ RULES: dict[str, tuple[str, ...]] = {
         *_TOP,
         "scheduler.drivers",
         "scheduler.hosts",
-        "scheduler.placement",
+        "placement_client",
         "filters",
         "weighers",
         "db",
-        "scheduler.placement.api",
+        "placement_client.api",
     ),
 }
 
@@ -229,7 +229,7 @@ RULES: dict[str, tuple[str, ...]] = {
 # module prefix -> prefixes its rule lets it import all the same (a leaf inside a package)
 ALLOWED: dict[str, tuple[str, ...]] = {
     # the view reads Placement through its HTTP client
-    "scheduler.placement.view": ("scheduler.placement.api",),
+    "placement_client.view": ("placement_client.api",),
     # whether a scheduler is up: the one rule of the host table
     "scheduler.discovery": ("scheduler.hosts.table",),
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from benchmarks import view_cost
-from scheduler.placement.view import ProviderRecord, ProviderView
+from placement_client.view import ProviderRecord, ProviderView
 
 UUIDS = [f"00000000-0000-4000-8000-{i:012d}" for i in range(50)]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import uuid as uuidlib
 
+from placement_client.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Aggregate, Flavor, RequestSpec
-from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
 from tests.unit.scheduler.drivers.fakes import CONTEXT, FakeHostManager, FakePlacement, NoFeed
 
 

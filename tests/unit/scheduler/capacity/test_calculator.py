@@ -13,11 +13,11 @@ import random
 
 import pytest
 
+from placement_client.view import Inventory
 from scheduler.capacity import CapacityCalculator
 from scheduler.capacity.calculator import _asked
 from scheduler.conf import CONF
 from scheduler.objects import Aggregate, Flavor, RequestSpec
-from scheduler.placement.view import Inventory
 from tests.unit.scheduler.capacity.cloud import (
     az_aggregate,
     boots_until_no_valid_host,

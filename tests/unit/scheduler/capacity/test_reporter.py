@@ -108,7 +108,7 @@ def test_no_interval_no_thread(registry):
 
 
 def test_a_flavor_placement_refuses_is_one_warning_until_it_can_be_counted(registry, caplog):
-    from scheduler.placement.api import PlacementClientError
+    from placement_client.api import PlacementClientError
 
     driver, _ = _fleet()
     placement = driver.placement

@@ -8,6 +8,12 @@ import datetime
 from types import SimpleNamespace
 from typing import Any
 
+from placement_client.api import (
+    AllocationCandidates,
+    ClaimConnectionLost,
+    ClaimOutcomeUnknown,
+)
+from placement_client.view import Inventory, ProviderRecord
 from scheduler.hosts.aggregates import aggregates_matching
 from scheduler.hosts.instances import InstanceTracker
 from scheduler.hosts.state import HostState
@@ -17,12 +23,6 @@ from scheduler.objects import (
     InstanceGroup,
     RequestSpec,
 )
-from scheduler.placement.api import (
-    AllocationCandidates,
-    ClaimConnectionLost,
-    ClaimOutcomeUnknown,
-)
-from scheduler.placement.view import Inventory, ProviderRecord
 
 CELL1 = "cell-1"
 CELL2 = "cell-2"

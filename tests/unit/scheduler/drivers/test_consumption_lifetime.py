@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from oslo_utils import timeutils
 
+from placement_client.api import ClaimConflict
 from scheduler.conf import CONF
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Destination
-from scheduler.placement.api import ClaimConflict
 from scheduler.telemetry import metrics
 from tests.unit.scheduler.drivers.fakes import CONTEXT, FakePlacement, make_spec
 from tests.unit.scheduler.hosts.env import utcnow

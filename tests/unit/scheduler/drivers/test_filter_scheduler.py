@@ -16,6 +16,14 @@ import pytest
 
 from filters import BaseHostFilter
 from filters.handler import FilterError, FilterHandler
+from placement_client.api import (
+    ClaimConflict,
+    ClaimServerError,
+    ConsumerGenerationConflict,
+    PlacementClientError,
+    PlacementConnectionError,
+    PlacementServerError,
+)
 from scheduler.conf import CONF
 from scheduler.drivers import filter_scheduler
 from scheduler.drivers.claims import ClaimLocks, DeferredDeletes
@@ -29,14 +37,6 @@ from scheduler.objects import (
     InstanceGroup,
     RequestGroup,
     RequestSpec,
-)
-from scheduler.placement.api import (
-    ClaimConflict,
-    ClaimServerError,
-    ConsumerGenerationConflict,
-    PlacementClientError,
-    PlacementConnectionError,
-    PlacementServerError,
 )
 from tests.unit.scheduler.drivers.fakes import (
     CELL1,

@@ -18,6 +18,7 @@ import pytest
 from stevedore import ExtensionManager
 
 import db
+from placement_client.api import ClaimConflict
 from scheduler.conf import CONF
 from scheduler.drivers import caching_scheduler
 from scheduler.drivers.caching_scheduler import (
@@ -31,7 +32,6 @@ from scheduler.exceptions import NoValidHost, PluginNotFound
 from scheduler.framework.pickers import RandomPick
 from scheduler.hosts.manager import _needs_instances
 from scheduler.objects import Destination
-from scheduler.placement.api import ClaimConflict
 from scheduler.rpc import service
 from tests.unit.scheduler.drivers.fakes import (
     CELL1,

@@ -12,12 +12,12 @@ import logging
 import os_traits
 import pytest
 
+from placement_client import neutron
+from placement_client.api.errors import PlacementClientError, PlacementConnectionError
 from scheduler.conf import CONF
 from scheduler.drivers import request_filters as request_filter
 from scheduler.exceptions import RequestFilterFailed
 from scheduler.objects import Destination, Flavor, RequestSpec
-from scheduler.placement import neutron
-from scheduler.placement.api.errors import PlacementClientError, PlacementConnectionError
 
 NET_ROUTED = "net-routed"
 NET_PLAIN = "net-plain"

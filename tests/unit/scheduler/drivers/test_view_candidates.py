@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from placement_client.api import ClaimConflict
+from placement_client.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
-from scheduler.placement.api import ClaimConflict
-from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
 from tests.unit.scheduler.drivers.fakes import (
     CONTEXT,
     FakeHostManager,

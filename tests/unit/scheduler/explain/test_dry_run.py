@@ -12,18 +12,18 @@ from types import SimpleNamespace
 import oslo_messaging
 import pytest
 
-from scheduler import explain
-from scheduler.conf import CONF
-from scheduler.drivers.filter_scheduler import FilterScheduler
-from scheduler.exceptions import InvalidRequest, NoValidHost, NovaschedError
-from scheduler.objects import Flavor, ImageMeta, InstanceGroup, RequestSpec
-from scheduler.placement import hint as bisection
-from scheduler.placement.api import (
+from placement_client import hint as bisection
+from placement_client.api import (
     AllocationCandidates,
     AllocationCandidatesQuery,
     PlacementClientError,
     PlacementConnectionError,
 )
+from scheduler import explain
+from scheduler.conf import CONF
+from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.exceptions import InvalidRequest, NoValidHost, NovaschedError
+from scheduler.objects import Flavor, ImageMeta, InstanceGroup, RequestSpec
 from scheduler.rpc import rpcapi, wire
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.manager import SchedulerManager

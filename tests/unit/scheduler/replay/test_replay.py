@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime
 import uuid as uuidlib
 
+from placement_client.view import ProviderView
 from scheduler.conf import CONF
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import Flavor, InstanceGroup, RequestSpec
-from scheduler.placement.view import ProviderView
 from scheduler.records import ERROR, SCHEDULED, DecisionRecord
 from scheduler.replay import Recorded, ReplayFleet, replay
 from scheduler.resources import numa

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from scheduler.placement.api import PlacementConnectionError
-from scheduler.placement.view import ApiFeed, Inventory, ProviderRecord, ProviderView, ViewRefresher
+from placement_client.api import PlacementConnectionError
+from placement_client.view import ApiFeed, Inventory, ProviderRecord, ProviderView, ViewRefresher
 
 
 class Clock:
@@ -177,7 +177,7 @@ def test_api_feed_cold_load_logs_how_far_it_got(caplog):
     view = ProviderView()
     feed = ApiFeed(placement, threads=1, sweep_period=0, clock=lambda: float(next(ticks)))
     try:
-        with caplog.at_level("INFO", logger="scheduler.placement.view.api_feed"):
+        with caplog.at_level("INFO", logger="placement_client.view.api_feed"):
             feed.load(view)
     finally:
         feed.close()

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from keystoneauth1 import loading as ks_loading
 
+from placement_client.api import PlacementClient
+from placement_client.view import ApiFeed, DatabaseFeed, ProviderView, ViewRefresher
+from placement_client.view.search import SearchOptions
 from scheduler.conf import CONF
 from scheduler.exceptions import ConfigurationError
-from scheduler.placement.api import PlacementClient
-from scheduler.placement.view import ApiFeed, DatabaseFeed, ProviderView, ViewRefresher
-from scheduler.placement.view.search import SearchOptions
 
 GROUP = "placement"
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import requests
 
-from scheduler.placement.api import (
+from placement_client.api import (
     AllocationCandidatesQuery,
     ClaimConflict,
     ClaimConnectionLost,
@@ -20,7 +20,7 @@ from scheduler.placement.api import (
     PlacementServerError,
     QueryGroup,
 )
-from scheduler.placement.api import client as client_mod
+from placement_client.api import client as client_mod
 
 RP1, RP2 = "rp-1", "rp-2"
 

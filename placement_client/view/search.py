@@ -56,10 +56,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import os_resource_classes
 
-from scheduler.placement.api import AllocationCandidates, AllocationCandidatesQuery, QueryGroup
+from placement_client.api import AllocationCandidates, AllocationCandidatesQuery, QueryGroup
 
 if TYPE_CHECKING:
-    from scheduler.placement.view.view import ProviderView
+    from placement_client.view.view import ProviderView
 
 STRATEGIES = ("depth-first", "breadth-first")
 # the steps the search takes at most examining combinations one by one (when some of them may

@@ -5,6 +5,8 @@ from urllib.parse import unquote
 import pytest
 from oslo_config import cfg
 
+from placement_client.api import AllocationCandidates
+from placement_client.query import build_queries, merge_candidates
 from scheduler import conf as sched_conf
 from scheduler.exceptions import InvalidRequest
 from scheduler.objects import (
@@ -15,8 +17,6 @@ from scheduler.objects import (
     RequestLevelParams,
     RequestSpec,
 )
-from scheduler.placement.api import AllocationCandidates
-from scheduler.placement.query import build_queries, merge_candidates
 
 
 @pytest.fixture

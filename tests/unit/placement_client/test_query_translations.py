@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from oslo_config import cfg
 
+from placement_client.query import build_queries
 from scheduler import conf as sched_conf
 from scheduler.exceptions import InvalidRequest, NoValidHost
 from scheduler.objects import (
@@ -16,7 +17,6 @@ from scheduler.objects import (
     RequestLevelParams,
     RequestSpec,
 )
-from scheduler.placement.query import build_queries
 from scheduler.request import SchedulingRequest
 
 PCI_REQUEST = "7d3e2f2a-4a8e-4c1e-9a51-0c1f6f0e7c11"

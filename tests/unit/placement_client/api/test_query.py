@@ -5,7 +5,7 @@ from urllib.parse import parse_qsl, unquote
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.placement.api.query import AllocationCandidatesQuery, QueryGroup
+from placement_client.api.query import AllocationCandidatesQuery, QueryGroup
 
 
 def _qs(query: AllocationCandidatesQuery) -> str:

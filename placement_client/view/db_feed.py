@@ -75,8 +75,8 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, make_url
 
-from scheduler.placement.view.model import Inventory, ProviderRecord
-from scheduler.placement.view.view import ProviderView
+from placement_client.view.model import Inventory, ProviderRecord
+from placement_client.view.view import ProviderView
 
 LOG = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ shapes; ``ApiFeed`` (HTTP API) and ``DatabaseFeed`` (Placement's database, read-
 current through a ``ViewRefresher`` thread. See docs/architecture.md, "The provider view".
 """
 
-from scheduler.placement.view.api_feed import ApiFeed
-from scheduler.placement.view.db_feed import DatabaseFeed
-from scheduler.placement.view.model import Inventory, ProviderRecord
-from scheduler.placement.view.refresher import ViewRefresher
-from scheduler.placement.view.view import ProviderView, ViewAnswer, unsupported_reason
+from placement_client.view.api_feed import ApiFeed
+from placement_client.view.db_feed import DatabaseFeed
+from placement_client.view.model import Inventory, ProviderRecord
+from placement_client.view.refresher import ViewRefresher
+from placement_client.view.view import ProviderView, ViewAnswer, unsupported_reason
 
 __all__ = [
     "ApiFeed",

@@ -7,7 +7,7 @@ import json
 import threading
 from urllib.parse import parse_qs, urlsplit
 
-from scheduler.placement.api import AllocationCandidatesQuery, PlacementClient
+from placement_client.api import AllocationCandidatesQuery, PlacementClient
 
 ROOT = "7d2c86b4-6a52-4c1c-9b55-3a8c2f1e0a01"
 OTHER = "7d2c86b4-6a52-4c1c-9b55-3a8c2f1e0a02"

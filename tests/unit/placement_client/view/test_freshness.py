@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from scheduler.placement.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
-from scheduler.placement.view.api_feed import ApiFeed
-from scheduler.placement.view.db_feed import DatabaseFeed
+from placement_client.view import Inventory, ProviderRecord, ProviderView, ViewRefresher
+from placement_client.view.api_feed import ApiFeed
+from placement_client.view.db_feed import DatabaseFeed
 
 
 class Clock:

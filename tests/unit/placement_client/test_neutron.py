@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 from keystoneauth1 import loading as ks_loading
 
+from placement_client import neutron
 from scheduler.conf import CONF
-from scheduler.placement import neutron
 from tests.functional.fixtures_neutron import NeutronStandIn
 
 NET = "3b0d4a8e-5e3f-4a39-9d54-1f0b8b2a0001"

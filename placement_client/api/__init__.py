@@ -9,14 +9,14 @@ Public API::
     PlacementError and its subclasses          typed failures
 """
 
-from scheduler.placement.api.client import (
+from placement_client.api.client import (
     MV_CANDIDATES,
     MV_CLAIM,
     AllocationCandidates,
     PlacementClient,
     ProviderSpec,
 )
-from scheduler.placement.api.errors import (
+from placement_client.api.errors import (
     ClaimConflict,
     ClaimConnectionLost,
     ClaimOutcomeUnknown,
@@ -27,7 +27,7 @@ from scheduler.placement.api.errors import (
     PlacementError,
     PlacementServerError,
 )
-from scheduler.placement.api.query import AllocationCandidatesQuery, QueryGroup
+from placement_client.api.query import AllocationCandidatesQuery, QueryGroup
 
 __all__ = [
     "MV_CANDIDATES",

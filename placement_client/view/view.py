@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.placement.api import AllocationCandidates, AllocationCandidatesQuery
-from scheduler.placement.view.model import ProviderRecord
-from scheduler.placement.view.search import SearchOptions, TooWide, TreeSearch
+from placement_client.api import AllocationCandidates, AllocationCandidatesQuery
+from placement_client.view.model import ProviderRecord
+from placement_client.view.search import SearchOptions, TooWide, TreeSearch
 
 LOG = logging.getLogger(__name__)
 

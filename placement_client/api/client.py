@@ -24,7 +24,7 @@ import os_resource_classes
 import requests
 from requests.adapters import HTTPAdapter
 
-from scheduler.placement.api.errors import (
+from placement_client.api.errors import (
     CONCURRENT_UPDATE,
     ClaimConflict,
     ClaimConnectionLost,
@@ -36,7 +36,7 @@ from scheduler.placement.api.errors import (
     PlacementServerError,
     parse_error_body,
 )
-from scheduler.placement.api.query import AllocationCandidatesQuery
+from placement_client.api.query import AllocationCandidatesQuery
 
 try:  # a faster parser for large candidate lists (1000 candidates are about 500 KiB)
     import orjson

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.placement.api import (
+from placement_client.api import (
     AllocationCandidates,
     AllocationCandidatesQuery,
     PlacementClientError,

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.placement.api import AllocationCandidatesQuery, QueryGroup
-from scheduler.placement.view import Inventory, ProviderRecord, ProviderView
-from scheduler.placement.view.model import MAX_UNIT_DEFAULT, SHARING_TRAIT, usage_of_allocations
-from scheduler.placement.view.search import SearchOptions, TreeSearch
+from placement_client.api import AllocationCandidatesQuery, QueryGroup
+from placement_client.view import Inventory, ProviderRecord, ProviderView
+from placement_client.view.model import MAX_UNIT_DEFAULT, SHARING_TRAIT, usage_of_allocations
+from placement_client.view.search import SearchOptions, TreeSearch
 
 
 class Clock:
@@ -565,7 +565,7 @@ def test_breadth_first_turns_count_the_products_that_are_not_candidates():
 
 
 def test_a_wide_tree_costs_its_candidates_not_its_products(monkeypatch):
-    from scheduler.placement.view import search
+    from placement_client.view import search
 
     # Placement bug 2070257's shape, smaller: 6 devices, 4 asked without isolate: 6^4 = 1296
     # products a tree, 360 candidates (4 distinct devices); one device taken on b
@@ -1027,7 +1027,7 @@ def test_a_claim_by_a_consumer_the_read_holds_marks_the_provider_dirty():
 
 
 def test_a_query_too_wide_to_examine_is_left_to_placement(monkeypatch):
-    from scheduler.placement.view import search
+    from placement_client.view import search
 
     monkeypatch.setattr(search, "MAX_EXAMINED", 6)
     view = loaded(host("a"))

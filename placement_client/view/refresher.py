@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from scheduler.placement.view.view import ProviderView
+from placement_client.view.view import ProviderView
 
 LOG = logging.getLogger(__name__)
 

@@ -87,10 +87,10 @@ import os_traits
 from oslo_config import cfg
 from oslo_utils import strutils
 
+from placement_client.api import AllocationCandidates, AllocationCandidatesQuery, QueryGroup
 from scheduler.conf import CONF
 from scheduler.exceptions import InvalidRequest, NoValidHost
 from scheduler.objects import RequestGroup, RequestSpec
-from scheduler.placement.api import AllocationCandidates, AllocationCandidatesQuery, QueryGroup
 
 LOG = logging.getLogger(__name__)
 

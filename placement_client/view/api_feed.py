@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from scheduler.placement.api import PlacementClient, PlacementError
-from scheduler.placement.view.model import Inventory, ProviderRecord, usage_of_allocations
-from scheduler.placement.view.view import ProviderView
+from placement_client.api import PlacementClient, PlacementError
+from placement_client.view.model import Inventory, ProviderRecord, usage_of_allocations
+from placement_client.view.view import ProviderView
 
 LOG = logging.getLogger(__name__)
 
