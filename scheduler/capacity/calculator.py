@@ -40,7 +40,6 @@ from typing import Any
 
 from oslo_utils import timeutils
 
-from filters import PASS_ALL
 from placement_client import query
 from scheduler.exceptions import InvalidRequest, NoValidHost
 from scheduler.hosts import table as host_table
@@ -181,13 +180,8 @@ class CapacityCalculator:
                 else (f"no host of aggregate {self.aggregate} passes the filters")
             )
             return [], reason
-        dependent = []
-        for filter_ in self.driver.framework.filters:
-            if not getattr(filter_, "depends_on_consumption", True):
-                continue
-            prepared = filter_.prepare(req)
-            if prepared is not PASS_ALL:
-                dependent.append((filter_, prepared))
+        framework = self.driver.framework
+        dependent = framework.consumption_filters(req)
         fits: list[tuple[HostState, int | None]] = []
         for host in passed:
             placement = _placement_fit(answered.get(host.uuid) or [], summaries)
@@ -197,7 +191,7 @@ class CapacityCalculator:
                 fits.append((host, None if placement == math.inf else int(placement)))
                 continue
             limit = MAX_SIMULATED if placement == math.inf else int(placement)
-            taken = _simulate(req, host, dependent, answered.get(host.uuid) or [], limit)
+            taken = framework.count(req, host, dependent, limit, answered.get(host.uuid) or [])
             unbounded = placement == math.inf and taken >= MAX_SIMULATED
             fits.append((host, None if unbounded else taken))
         return fits, ""
@@ -325,25 +319,6 @@ def _placement_fit(
             total += max(0, int(free // amount))
         fit = min(fit, total)
     return fit
-
-
-def _simulate(
-    req: Any, host: HostState, dependent: list[tuple[Any, Any]], answered: list[Any], limit: int
-) -> int:
-    """How many instances the filters in ``dependent`` let ``host`` take, counting each on
-    a private copy (the first one passed already), up to ``limit``."""
-    twin = host.detached_copy()
-    taken = 1
-    candidates = req.scratch.allocation_candidates
-    while taken < limit:
-        twin.consume_from_request(req)
-        if host.uuid:
-            candidates[host.uuid] = list(answered)
-        for filter_, prepared in dependent:
-            if not filter_.check(twin, prepared):
-                return taken
-        taken += 1
-    return taken
 
 
 def _asked(spec: RequestSpec, conf: Any) -> dict[str, int]:

@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from filters import PASS_ALL
 from filters.handler import FilterHandler, FilterReport
 from scheduler.framework.pickers import Picker
 from scheduler.hosts.state import HostState
@@ -145,6 +146,43 @@ class Framework:
         if forced:
             return FilterReport(hosts=list(narrowed))
         return self.filter_handler.run(narrowed, req, 0, request_id=req.request_id)
+
+    def consumption_filters(self, req: SchedulingRequest) -> list[tuple[Any, Any]]:
+        """The enabled filters whose answer changes as a host takes instances
+        (``depends_on_consumption``), prepared for ``req``; a filter that passes every host
+        for it is left out."""
+        out = []
+        for filter_ in self.filters:
+            if not getattr(filter_, "depends_on_consumption", True):
+                continue
+            prepared = filter_.prepare(req)
+            if prepared is not PASS_ALL:
+                out.append((filter_, prepared))
+        return out
+
+    @staticmethod
+    def count(
+        req: SchedulingRequest,
+        host: HostState,
+        dependent: list[tuple[Any, Any]],
+        limit: int,
+        answered: list[Any],
+    ) -> int:
+        """How many instances the ``dependent`` filters (``consumption_filters``) let
+        ``host`` take, counting each on a private copy (the first one passed already), up to
+        ``limit``; the host's allocation requests are ``answered`` again before each."""
+        twin = host.detached_copy()
+        taken = 1
+        candidates = req.scratch.allocation_candidates
+        while taken < limit:
+            twin.consume_from_request(req)
+            if host.uuid:
+                candidates[host.uuid] = list(answered)
+            for filter_, prepared in dependent:
+                if not filter_.check(twin, prepared):
+                    return taken
+            taken += 1
+        return taken
 
     def best(
         self,
