@@ -266,6 +266,10 @@ class ReplayFleet:
     def release_consumer(self, consumer: str, compute_uuid: str) -> None:
         """Nothing else consumes on the copies."""
 
+    def counted_claims(self) -> dict[str, set[str]]:
+        """The replay's Placement is its own copy: it loses no claim."""
+        return {}
+
     def release_deleted_instance(self, host: str, instance_uuid: str) -> int:
         return 0
 

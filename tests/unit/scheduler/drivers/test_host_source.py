@@ -1,9 +1,9 @@
 """Every host source has every member of ``HostSource``: the driver calls them directly.
 
-HostManager (the service's), HostStateCache (the caching scheduler's) and the tests'
-FakeHostManager are checked by name against the Protocol, so that a member added to the
-Protocol and the driver, and forgotten in one source, fails here rather than in production
-on the first request that needs it.
+HostManager (the service's), HostStateCache (the caching scheduler's), ReplayFleet (the
+what-if replay's) and the tests' FakeHostManager are checked by name against the Protocol,
+so that a member added to the Protocol and the driver, and forgotten in one source, fails
+here rather than in production on the first request that needs it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from scheduler.drivers.caching_scheduler import HostStateCache
 from scheduler.drivers.host_source import HostSource
 from scheduler.hosts.manager import HostManager
+from scheduler.replay.fleet import ReplayFleet
 from tests.unit.scheduler.drivers.fakes import FakeHostManager
 
 
@@ -48,6 +49,7 @@ def test_the_protocol_lists_what_the_driver_calls():
     [
         pytest.param(lambda: (FakeHostManager, FakeHostManager([])), id="FakeHostManager"),
         pytest.param(lambda: (HostStateCache, None), id="HostStateCache"),
+        pytest.param(lambda: (ReplayFleet, None), id="ReplayFleet"),
     ],
 )
 def test_each_source_has_every_member(source):
