@@ -6,6 +6,7 @@ Public API::
                     claim_retries=4, retry_backoff=1.0)
     AllocationCandidatesQuery, QueryGroup      the GET /allocation_candidates query
     AllocationCandidates, ProviderSpec         answers and inputs
+    Placement                                  the Protocol of what the request path asks
     PlacementError and its subclasses          typed failures
 """
 
@@ -27,6 +28,7 @@ from placement_client.api.errors import (
     PlacementError,
     PlacementServerError,
 )
+from placement_client.api.protocol import Placement
 from placement_client.api.query import AllocationCandidatesQuery, QueryGroup
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "ClaimOutcomeUnknown",
     "ClaimServerError",
     "ConsumerGenerationConflict",
+    "Placement",
     "PlacementClient",
     "PlacementClientError",
     "PlacementConnectionError",

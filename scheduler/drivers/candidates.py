@@ -18,7 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from placement_client import query
-from placement_client.api import AllocationCandidates, PlacementClientError, PlacementError
+from placement_client.api import (
+    AllocationCandidates,
+    Placement,
+    PlacementClientError,
+    PlacementError,
+)
 from placement_client.hint import placement_hint
 from placement_client.view import unsupported_reason
 from scheduler.conf import CONF
@@ -35,7 +40,7 @@ class CandidateSource:
 
     def __init__(
         self,
-        placement: Any,
+        placement: Placement,
         view_refresher: Any = None,
         conf: Any = None,
         clock: Callable[[], float] = time.monotonic,

@@ -24,6 +24,7 @@ from placement_client.api import (
     ClaimConflict,
     ClaimOutcomeUnknown,
     ConsumerGenerationConflict,
+    Placement,
     PlacementClientError,
     PlacementConnectionError,
     PlacementError,
@@ -45,7 +46,7 @@ class DeferredDeletes:
     for the same instance takes it off the list first (its allocation is no longer ours to
     delete)."""
 
-    def __init__(self, placement: Any, interval: float = 1.0):
+    def __init__(self, placement: Placement, interval: float = 1.0):
         self._placement = placement
         self.interval = interval
         self._pending: dict[str, str | None] = {}  # instance uuid -> request id
@@ -146,7 +147,7 @@ class Claimer:
 
     def __init__(
         self,
-        placement: Any,
+        placement: Placement,
         view_refresher: Any = None,
         conf: Any = None,
         clock: Callable[[], float] = time.monotonic,

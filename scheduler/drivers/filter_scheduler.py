@@ -28,7 +28,7 @@ from typing import Any
 
 from filters.handler import FilterHandler, load_filters
 from placement_client import query
-from placement_client.api import MV_CLAIM, AllocationCandidates
+from placement_client.api import MV_CLAIM, AllocationCandidates, Placement
 from scheduler.conf import CONF
 from scheduler.drivers import decisions, relaxations
 from scheduler.drivers import request_filters as prefilters
@@ -92,7 +92,7 @@ class FilterScheduler:
     def __init__(
         self,
         *,
-        placement=None,
+        placement: Placement | None = None,
         host_manager=None,
         view=None,
         conf=CONF,

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from placement_client.api import PlacementError
+from placement_client.api import Placement, PlacementError
 from scheduler.hosts.state import HostState
 
 LOG = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class HeldClaims:
     """Per provider on which this scheduler counts a claim, the least ``used`` Placement
     must show while every such claim is held (see the module docstring)."""
 
-    def __init__(self, placement: Any):
+    def __init__(self, placement: Placement):
         self.placement = placement
         self._lock = threading.Lock()
         # provider uuid -> {resource class: used at least}

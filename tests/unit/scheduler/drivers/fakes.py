@@ -162,7 +162,10 @@ class FakePlacement:
                 used.setdefault(rc, {"capacity": 1 << 20, "used": 0})["used"] += n
         return used
 
-    def claim_resources(self, consumer, alloc_req, project_id, user_id, *, request_id=None):
+    def claim_resources(
+        self, consumer_uuid, alloc_request, project_id, user_id, *, request_id=None
+    ):
+        consumer, alloc_req = consumer_uuid, alloc_request
         host = self._host_of(alloc_req)
         self.claim_attempts.append((consumer, host.host))
         if self.on_claim is not None:
@@ -190,7 +193,8 @@ class FakePlacement:
             "request_id": request_id,
         }
 
-    def get_allocations_for_consumer(self, consumer, request_id=None) -> dict[str, Any]:
+    def get_allocations_for_consumer(self, consumer_uuid, request_id=None) -> dict[str, Any]:
+        consumer = consumer_uuid
         self.checks.append(consumer)
         if self.check_error is not None:
             raise self.check_error
@@ -198,9 +202,9 @@ class FakePlacement:
         allocations = claim["alloc_req"]["allocations"] if claim else {}
         return {"allocations": {rp: dict(a, generation=3) for rp, a in allocations.items()}}
 
-    def delete_allocation_for_instance(self, consumer, request_id=None) -> bool:
-        self.deleted.append(consumer)
-        return self.claims.pop(consumer, None) is not None
+    def delete_allocation_for_instance(self, consumer_uuid, request_id=None) -> bool:
+        self.deleted.append(consumer_uuid)
+        return self.claims.pop(consumer_uuid, None) is not None
 
 
 class FakeHostManager:
