@@ -113,9 +113,14 @@ class HeldClaims:
         return released
 
     def _look_up(self, hs: HostState, summaries: Mapping[str, Any], request_id: str | None) -> int:
-        tree = {hs.uuid} | {
-            rp for rp, s in summaries.items() if s.get("root_provider_uuid") == hs.uuid
-        }
+        claimed_from = self._trees.get(hs.uuid, ())
+
+        def in_tree(rp: str) -> bool:
+            if rp == hs.uuid or rp in claimed_from:
+                return True
+            seen = summaries.get(rp)
+            return seen is not None and seen.get("root_provider_uuid") == hs.uuid
+
         gone = []
         for consumer in hs.consumptions():
             if not hs.counts_claim(consumer):
@@ -127,7 +132,7 @@ class HeldClaims:
                 return 0  # counted as before; the next drop asks again
             finally:
                 self.lookups += 1
-            if not tree & set(held.get("allocations") or ()):
+            if not any(in_tree(rp) for rp in held.get("allocations") or ()):
                 gone.append(consumer)
         released = hs.release_consumption(gone, "placement") if gone else 0
         if released:
