@@ -17,10 +17,8 @@ Placement, and whether a NoValidHost is asked of Placement again) and its ``Clai
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -46,6 +44,7 @@ from scheduler.framework import Framework, InstanceStep
 from scheduler.framework.pickers import NovaPick, Picker
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, SchedulerLimits, Selection
+from scheduler.records.completions import Completions
 from scheduler.request import SchedulingRequest, Trace
 from scheduler.telemetry import metrics
 from weighers.handler import WeightHandler, load_weighers
@@ -53,8 +52,6 @@ from weighers.handler import WeightHandler, load_weighers
 LOG = logging.getLogger(__name__)
 # the clock of request deadlines (a module-level name so that tests can move it)
 _clock = time.monotonic
-# searches for the smallest change (decision records) waiting or running at once
-_RELAX_PENDING = 4
 
 
 # a host taken for an instance, with the allocation request claimed on it (None: no claim)
@@ -150,9 +147,7 @@ class FilterScheduler:
         # our consumption lasts while Placement holds the claim (answers from Placement)
         self.held_claims = HeldClaims(placement)
         # the decision records' search for the smallest change, off the request path
-        self._relax_pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._relax_lock = threading.Lock()
-        self._relax_slots = threading.BoundedSemaphore(_RELAX_PENDING)
+        self.completions = Completions()
         self.candidates = CandidateSource(
             placement, self.view_refresher, conf, clock=lambda: _clock()
         )
@@ -225,9 +220,7 @@ class FilterScheduler:
         )
 
     def stop(self) -> None:
-        pool = self._relax_pool
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=False)
+        self.completions.stop()
         self.claimer.stop()
         self.host_manager.stop()
         if self.view_refresher is not None:
@@ -314,9 +307,8 @@ class FilterScheduler:
     ) -> None:
         """Hand the call's decision record to the recorder (which never waits); a record
         that cannot be made is logged, never the request's failure. When the filters left
-        no host, the smallest change that would fit is searched for first, on a thread of
-        its own after the reply (``relaxations``; at most ``_RELAX_PENDING`` at a time: past
-        that the record says it was skipped)."""
+        no host, the smallest change that would fit is searched for first, after the reply
+        (``relaxations``, finished by ``scheduler/records/completions.py``)."""
         try:
             encoder = self.spec_encoder
             rec = decisions.decision_record(
@@ -327,35 +319,18 @@ class FilterScheduler:
                 spec=encoder(spec) if encoder else None,
                 weighers=self.framework.weighers,
             )
-            if not (isinstance(error, NoValidHost) and error.cause == "filters"):
-                self.recorder.record(rec)
-            elif self._relax_slots.acquire(blocking=False):
-                self._relaxer().submit(self._record_relaxed, context, spec, rec)
+            recorder = self.recorder
+            if isinstance(error, NoValidHost) and error.cause == "filters":
+                self.completions.submit(
+                    rec,
+                    "smallest_change",
+                    lambda: self.relaxations(context, spec).as_dict(),
+                    recorder.record,
+                )
             else:
-                rec.document["smallest_change"] = {"skipped": "too many searches at once"}
-                self.recorder.record(rec)
+                recorder.record(rec)
         except Exception:
             LOG.exception("Could not record the decision of request %s", req.request_id)
-
-    def _record_relaxed(self, context: Any, spec: RequestSpec, rec: Any) -> None:
-        try:
-            rec.document["smallest_change"] = self.relaxations(context, spec).as_dict()
-        except Exception as exc:
-            LOG.exception("Could not search for a change that fits request %s", rec.request_id)
-            rec.document["smallest_change"] = {"error": str(exc)[:200]}
-        finally:
-            self._relax_slots.release()
-            recorder = self.recorder
-            if recorder is not None:
-                recorder.record(rec)
-
-    def _relaxer(self) -> concurrent.futures.ThreadPoolExecutor:
-        with self._relax_lock:
-            if self._relax_pool is None:
-                self._relax_pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="relaxations"
-                )
-            return self._relax_pool
 
     def relaxations(
         self, context: Any, spec: RequestSpec, *, all_hosts: bool = False
