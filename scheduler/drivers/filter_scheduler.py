@@ -30,6 +30,7 @@ from placement_client.api import MV_CLAIM, AllocationCandidates, Placement
 from scheduler.conf import CONF
 from scheduler.drivers import decisions, relaxations
 from scheduler.drivers import request_filters as prefilters
+from scheduler.drivers.base import CASTS
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer
 from scheduler.drivers.held_claims import HeldClaims
@@ -85,6 +86,8 @@ class FilterScheduler:
     # (the service sets nova's wire form, ``scheduler.rpc.wire.request_spec_to_primitive``);
     # None: the record keeps the request's summary only.
     spec_encoder: Callable[[RequestSpec], dict[str, Any]] | None = None
+    # nova's cache-update casts, all applied to the host source (scheduler/drivers/base.py)
+    applies_casts = frozenset(CASTS)
 
     def __init__(
         self,
@@ -185,7 +188,36 @@ class FilterScheduler:
             and self.conf.filter_scheduler.image_props_weight_multiplier != 0
         )
 
-    # -- driver interface -------------------------------------------------------------------
+    # -- driver interface (SchedulerDriver, scheduler/drivers/base.py) ------------------------
+    def steps(self) -> FilterScheduler:
+        """Its public steps are what explain, capacity and the smallest change run."""
+        return self
+
+    def explain_destinations(
+        self, context: Any, spec: RequestSpec, all_hosts: bool = False
+    ) -> None:
+        """No explanation of its own: explain runs its steps."""
+        return None
+
+    def status(self) -> dict[str, str]:
+        """Lines for the Guru Meditation Report: each cell's host cache, the provider view."""
+        out: dict[str, str] = {}
+        for cell in self.host_manager.status():
+            last = cell["last_ok_at"]
+            out[f"cell {cell['name']}"] = (
+                f"{cell['hosts']} host(s), last read "
+                + (f"{time.time() - last:.1f} s ago" if last else "never")
+                + (", failing" if cell["failing"] else "")
+            )
+        if self.view_refresher is not None:
+            view = self.view_refresher.status()
+            out["provider view"] = (
+                f"{view['source']} feed, {view['providers']} provider(s), "
+                + (f"{view['age']:.1f} s old" if view["loaded"] else "not loaded")
+                + f", {view['failures']} failed refresh(es)"
+            )
+        return out
+
     def reset(self) -> None:
         """SIGHUP: the host source reloads what it caches (cells, aggregates, ...)."""
         self.host_manager.reset()

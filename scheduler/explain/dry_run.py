@@ -151,7 +151,7 @@ def explain_request(
     except NoValidHost as exc:
         doc["no_valid_host"] = exc.reason
         filters = doc["filters"]
-        if filters and filters[-1]["hosts_passed"] == 0 and hasattr(driver, "relaxations"):
+        if filters and filters[-1]["hosts_passed"] == 0:
             # the filters emptied the candidates: what single change would fit
             search = driver.relaxations(context, spec, all_hosts=mode != "placement")
             doc["smallest_change"] = search.as_dict()

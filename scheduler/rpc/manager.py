@@ -9,7 +9,6 @@ caller's RPC version expects. It never decides anything itself.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import threading
 import time
@@ -20,6 +19,7 @@ import oslo_messaging
 
 from scheduler import exceptions
 from scheduler.conf import CONF
+from scheduler.drivers.base import as_scheduler_driver
 from scheduler.objects import RequestSpec
 from scheduler.primitives import DATA
 from scheduler.rpc import notifications, wire
@@ -221,10 +221,19 @@ class SchedulerManager:
             fmt = getattr(getattr(self.conf, "notifications", None), "notification_format", None)
             notifier = notifications.for_format(fmt or "unversioned", notifier, None)
         self.notifier: notifications.SelectDestinationsNotifier | None = notifier
-        # whether the driver says when its candidates are known (nova's start notification
-        # goes after the Placement query); otherwise the start goes before calling it
-        self._driver_has_hook = _accepts(driver, "select_destinations", "on_candidates")
         self.in_flight = InFlightCounter()
+
+    @property
+    def driver(self) -> Any:
+        """The driver as it was given."""
+        return self._given
+
+    @driver.setter
+    def driver(self, driver: Any) -> None:
+        # what this endpoint calls: the driver, or a plugin driver with what it lacks given
+        # once here (scheduler/drivers/base.py), never asked per request
+        self._given = driver
+        self._driver = as_scheduler_driver(driver)
 
     # -- select_destinations ---------------------------------------------------------------
     def select_destinations(
@@ -307,15 +316,15 @@ class SchedulerManager:
         m = metrics.M
         m.instances_requested.inc(len(instance_uuids) if instance_uuids else spec.num_instances)
         notice = self._notice(ctxt, raw)
-        hook: dict[str, Any] = {}
-        if notice is not None:
-            if self._driver_has_hook:
-                hook["on_candidates"] = notice.start
-            else:
-                notice.start(spec)
         try:
-            selections = self.driver.select_destinations(
-                ctxt, spec, instance_uuids, want_alternates, **hook
+            # nova's start notification goes once the candidates are known (a driver that
+            # does not say when has it sent before it runs)
+            selections = self._driver.select_destinations(
+                ctxt,
+                spec,
+                instance_uuids,
+                want_alternates,
+                on_candidates=notice.start if notice is not None else None,
             )
         except exceptions.NoValidHost as exc:
             LOG.info("No valid host for request %s: %s", _log_id(ctxt), exc.reason)
@@ -429,10 +438,16 @@ class SchedulerManager:
             {"spec_obj": spec_obj},
             lambda: wire.request_spec_from_primitive(spec_obj),
         )
-        custom = getattr(self.driver, "explain_destinations", None)
-        if custom is not None:
-            return custom(ctxt, spec, all_hosts=all_hosts)
-        return explain.explain_request(self.driver, ctxt, spec, all_hosts=all_hosts)
+        own = self._driver.explain_destinations(ctxt, spec, all_hosts=all_hosts)
+        if own is not None:
+            return own
+        steps = self._driver.steps()
+        if steps is None:
+            raise NotImplementedError(
+                f"explain needs the filter scheduler's steps; the driver "
+                f"{type(self.driver).__name__} has none and explains nothing itself"
+            )
+        return explain.explain_request(steps, ctxt, spec, all_hosts=all_hosts)
 
     # -- cache-update casts: applied to the driver's caches at once ---------------------------
     def update_aggregates(self, ctxt: Any, aggregates: Any) -> None:
@@ -445,10 +460,10 @@ class SchedulerManager:
         self._apply_cast("delete_aggregate", ctxt, aggregate)
 
     def _apply_cast(self, method: str, ctxt: Any, prim: Any) -> None:
-        target = getattr(self.driver, method, None)
-        if target is None:
+        if method not in self._driver.applies_casts:
             LOG.debug("Driver has no %s; ignoring the cast", method)
             return
+        target = getattr(self._driver, method)
         try:
             aggregates = wire.aggregates_from_primitive(prim)
             if method == "update_aggregates":
@@ -485,12 +500,12 @@ class SchedulerManager:
     def _apply_instance_cast(
         self, method: str, ctxt: Any, host_name: str, decode: Callable[[], Any]
     ) -> None:
-        target = getattr(self.driver, method, None)
-        if target is None:
+        if method not in self._driver.applies_casts:
             LOG.debug(
                 "Driver has no %s; ignoring the cast from %s", method, wire.excerpt(host_name)
             )
             return
+        target = getattr(self._driver, method)
         try:
             target(host_name, decode())
         except Exception:  # a cast has nobody to answer: log it, keep serving
@@ -507,7 +522,7 @@ class SchedulerManager:
     # -- not RPC ---------------------------------------------------------------------------
     def reset(self) -> None:
         """SIGHUP hook: let the driver reload what it caches (cell mappings)."""
-        self.driver.reset()
+        self._driver.reset()
 
 
 class _Notice:
@@ -531,14 +546,6 @@ class _Notice:
         if self.spec is None:  # a driver that never said: nova sends both all the same
             self.start(spec)
         self.notifier.notify(self.ctxt, "end", self.spec, self.raw)
-
-
-def _accepts(obj: Any, method: str, parameter: str) -> bool:
-    """Whether ``obj.method`` takes a keyword argument named ``parameter``."""
-    try:
-        return parameter in inspect.signature(getattr(obj, method)).parameters
-    except (AttributeError, TypeError, ValueError):
-        return False
 
 
 class BaseAPI:

@@ -26,6 +26,7 @@ from stevedore import extension as stevedore_extension
 from scheduler import exceptions, servicegroup
 from scheduler.conf import CONF, NOVA_DRIVER_CLASS_PATHS
 from scheduler.discovery import HostDiscovery
+from scheduler.drivers.base import as_scheduler_driver
 from scheduler.records import recorder_from_conf
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc.manager import BaseAPI, SchedulerManager
@@ -140,16 +141,15 @@ class SchedulerService:
         servicegroup.apply_report_interval_floor(self.conf)
         if self.driver is None:
             self.driver = load_driver(self.conf)
-        prepare = getattr(self.driver, "prepare", None)
-        if prepare is not None:
-            # the first read of a large cloud takes seconds: not on a request's time
-            prepare()
-        if hasattr(self.driver, "recorder") and self.driver.recorder is None:
+        driver = as_scheduler_driver(self.driver)
+        # the first read of a large cloud takes seconds: not on a request's time
+        driver.prepare()
+        if driver.steps() is not None and driver.recorder is None:
             # each worker records its own decisions, written by a thread of its own
             self._recorder = recorder_from_conf(self.conf)
-            self.driver.recorder = self._recorder
+            driver.recorder = self._recorder
             # the whole request as nova sent it: what novasched-manage replay re-runs
-            self.driver.spec_encoder = request_spec_to_primitive
+            driver.spec_encoder = request_spec_to_primitive
         if self._transport is None:
             self._transport = sched_rpc.get_transport(self.conf)
         self._notifier_transport = sched_rpc.get_notification_transport(self.conf)
@@ -188,11 +188,12 @@ class SchedulerService:
     def _start_capacity_gauges(self) -> None:
         """The capacity gauges, kept by one worker ([capacity] interval; a driver that is
         not the filter scheduler's has none)."""
-        if self.conf.capacity.interval <= 0 or not hasattr(self.driver, "placement_candidates"):
+        steps = as_scheduler_driver(self.driver).steps()
+        if self.conf.capacity.interval <= 0 or steps is None:
             return
         from scheduler.capacity.reporter import CapacityReporter
 
-        self._capacity = CapacityReporter(self.driver, self.conf)
+        self._capacity = CapacityReporter(steps, self.conf)
         self._capacity.start()
 
     def status(self) -> dict[str, Any]:
@@ -205,23 +206,8 @@ class SchedulerService:
             "serving": self.serving,
             "requests_in_flight": self.in_flight,
         }
-        host_manager = getattr(self.driver, "host_manager", None)
-        if hasattr(host_manager, "status"):
-            for cell in host_manager.status():
-                last = cell["last_ok_at"]
-                out[f"cell {cell['name']}"] = (
-                    f"{cell['hosts']} host(s), last read "
-                    + (f"{time.time() - last:.1f} s ago" if last else "never")
-                    + (", failing" if cell["failing"] else "")
-                )
-        refresher = getattr(self.driver, "view_refresher", None)
-        if refresher is not None:
-            view = refresher.status()
-            out["provider view"] = (
-                f"{view['source']} feed, {view['providers']} provider(s), "
-                + (f"{view['age']:.1f} s old" if view["loaded"] else "not loaded")
-                + f", {view['failures']} failed refresh(es)"
-            )
+        if self.driver is not None:
+            out.update(as_scheduler_driver(self.driver).status())
         return out
 
     def stop(self, graceful: bool = True, timeout: float | None = None) -> None:
