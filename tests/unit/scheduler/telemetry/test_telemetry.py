@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from filters.handler import FilterReport, FilterStep
 from scheduler import exceptions
-from scheduler.drivers.filter_scheduler import FilterScheduler, count_request
+from scheduler.drivers.filter_scheduler import FilterScheduler
+from scheduler.drivers.outcome import count_request
 from scheduler.objects import Flavor, RequestSpec, Selection
 from scheduler.request import SchedulingRequest
 from scheduler.rpc import wire
