@@ -39,7 +39,7 @@ def _child(requests: int) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    from scheduler.drivers.filter_scheduler import count_request
+    from scheduler.drivers.outcome import count_request
     from scheduler.objects import Flavor, RequestSpec
     from scheduler.request import SchedulingRequest
     from scheduler.telemetry import metrics

@@ -21,7 +21,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from filters.handler import FilterHandler, load_filters
@@ -41,7 +40,7 @@ from scheduler.exceptions import (
     PluginNotFound,
     RequestFilterFailed,
 )
-from scheduler.framework import Framework, InstanceStep
+from scheduler.framework import Cycle, Framework, InstanceStep, Placed, Placer
 from scheduler.framework.pickers import NovaPick, Picker
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec, Selection
@@ -53,24 +52,6 @@ from weighers.handler import WeightHandler, load_weighers
 LOG = logging.getLogger(__name__)
 # the clock of request deadlines (a module-level name so that tests can move it)
 _clock = time.monotonic
-
-
-# a host taken for an instance, with the allocation request claimed on it (None: no claim)
-Placed = tuple[HostState, dict[str, Any] | None]
-# takes a host for an instance from the sorted hosts: (request, hosts, instance uuid)
-Placer = Callable[[SchedulingRequest, list[HostState], str | None], Placed | None]
-
-
-@dataclass(slots=True)
-class Cycle:
-    """What ``FilterScheduler.cycle`` did: the hosts taken, in instance order, the keys the
-    instances are counted under on them, the last sorted hosts (the alternates' source) and
-    the index of the last instance tried."""
-
-    hosts: list[HostState]
-    chosen: list[Placed] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
-    index: int = 0
 
 
 class FilterScheduler:
@@ -578,9 +559,7 @@ class FilterScheduler:
     def _get_sorted_hosts(
         self, req: SchedulingRequest, hosts: list[HostState], index: int
     ) -> list[HostState]:
-        """``select_hosts``, then the order the picker tries them in (nova's: a random pick
-        among the best ``host_subset_size`` first)."""
-        return self.picker.first(self.select_hosts(req, hosts, index))
+        return self.framework.sorted(req, hosts, index)
 
     def _check_deadline(self, req: SchedulingRequest) -> None:
         """Past the request's deadline no claim is made: NoValidHost (the caller rolls
@@ -605,43 +584,19 @@ class FilterScheduler:
         on_step: Callable[[int, InstanceStep, Placed | None], None] | None = None,
         into: Cycle | None = None,
     ) -> Cycle:
-        """The per-instance cycle every path runs (a claiming request, one without claims,
-        explain): for each instance, filter and weigh the previous instance's survivors (so
-        once-per-request filters keep their effect, as in nova), let ``place`` take a host
-        from the sorted list (a claim, the first host, ...), then count the instance on it.
-        It stops at the first instance ``place`` finds no host for (``Cycle.chosen`` is then
-        shorter than ``instance_uuids``). ``explain``: the steps keep each weigher's share
-        and the order is the weighed one (no random pick among the best); ``on_step`` sees
-        each step and what was placed; ``consume`` False counts nothing (explain's last
-        instance). ``into``: the Cycle to fill as it goes (what a caller rolls back when
-        an instance fails)."""
-        out = into if into is not None else Cycle(hosts=hosts)
-        out.hosts = hosts
-        for index, instance_uuid in enumerate(instance_uuids):
-            out.index = index
-            if instance_uuid:
-                req.instance_uuid = instance_uuid
-            if explain:
-                step = self.select_hosts(req, out.hosts, index, explain=True)
-                ordered = step.hosts
-            else:
-                step = None
-                ordered = self._get_sorted_hosts(req, out.hosts, index)
-            placed = place(req, ordered, instance_uuid) if ordered else None
-            if on_step is not None and step is not None:
-                on_step(index, step, placed)
-            out.hosts = ordered
-            if not ordered or placed is None:
-                break
-            host, alloc_req = placed
-            if alloc_req is not None:
-                self._record_mappings(req, alloc_req)
-            if consume:
-                out.keys.append(self.consume(req, host, instance_uuid, alloc_req is not None))
-            out.chosen.append(placed)
-            if not explain:
-                LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
-        return out
+        """The per-instance cycle every path runs, through the framework
+        (``Framework.cycle``), each instance taken counted by ``consume`` (``consume``
+        False counts nothing: explain's last instance)."""
+        return self.framework.cycle(
+            req,
+            hosts,
+            instance_uuids,
+            place,
+            count=self.consume if consume else None,
+            explain=explain,
+            on_step=on_step,
+            into=into,
+        )
 
     def _claim_first(
         self, req: SchedulingRequest, hosts: list[HostState], instance_uuid: str | None
@@ -761,13 +716,6 @@ class FilterScheduler:
         return out
 
     # -- helpers ----------------------------------------------------------------------------
-    @staticmethod
-    def _record_mappings(req: SchedulingRequest, alloc_req: dict[str, Any]) -> None:
-        mappings = alloc_req.get("mappings") or {}
-        for group in req.requested_resources:
-            if group.requester_id in mappings:
-                group.provider_uuids = list(mappings[group.requester_id])
-
     def _selection(
         self, req: SchedulingRequest, host: HostState, alloc_req: dict[str, Any] | None
     ) -> Selection:

@@ -20,7 +20,8 @@ smallest-change search asks what a request would get without it), through the sa
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from filters import PASS_ALL
@@ -45,6 +46,26 @@ class InstanceStep:
     hosts: list[HostState]  # the filtered hosts, best weight first
     weights: list[float]
     weighed: list[WeighedHost] | None = None  # with each weigher's share (explain only)
+
+
+# a host taken for an instance, with the allocation request claimed on it (None: no claim)
+Placed = tuple[HostState, dict[str, Any] | None]
+# takes a host for an instance from the sorted hosts: (request, hosts, instance uuid)
+Placer = Callable[[SchedulingRequest, list[HostState], str | None], Placed | None]
+# counts an instance on the host taken: (request, host, instance uuid, claimed) -> its key
+Counter = Callable[[SchedulingRequest, HostState, str | None, bool], str]
+
+
+@dataclass(slots=True)
+class Cycle:
+    """What ``Framework.cycle`` did: the hosts taken, in instance order, the keys the
+    instances are counted under on them, the last sorted hosts (the alternates' source) and
+    the index of the last instance tried."""
+
+    hosts: list[HostState]
+    chosen: list[Placed] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    index: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -139,6 +160,60 @@ class Framework:
             req.trace.weighed[index] = Ranked(step.hosts[:k], step.weights[:k], shares)
         return step
 
+    def sorted(self, req: SchedulingRequest, hosts: list[HostState], index: int) -> list[HostState]:
+        """Instance ``index``'s step, then the order the picker tries the hosts in (nova's:
+        a random pick among the best ``host_subset_size`` first)."""
+        return self.picker.first(self.step(req, hosts, index))
+
+    def cycle(
+        self,
+        req: SchedulingRequest,
+        hosts: list[HostState],
+        instance_uuids: list[str | None],
+        place: Placer,
+        *,
+        count: Counter | None = None,
+        explain: bool = False,
+        on_step: Callable[[int, InstanceStep, Placed | None], None] | None = None,
+        into: Cycle | None = None,
+    ) -> Cycle:
+        """The per-instance cycle every path runs (a claiming request, one without claims,
+        explain): for each instance, filter and weigh the previous instance's survivors (so
+        once-per-request filters keep their effect, as in nova), let ``place`` take a host
+        from the sorted list (a claim, the first host, ...), then ``count`` the instance on
+        it (None: nothing is counted). It stops at the first instance ``place`` finds no
+        host for (``Cycle.chosen`` is then shorter than ``instance_uuids``). ``explain``:
+        the steps keep each weigher's share and the order is the weighed one (no random
+        pick among the best); ``on_step`` sees each step and what was placed. ``into``: the
+        Cycle to fill as it goes (what a caller rolls back when an instance fails)."""
+        out = into if into is not None else Cycle(hosts=hosts)
+        out.hosts = hosts
+        for index, instance_uuid in enumerate(instance_uuids):
+            out.index = index
+            if instance_uuid:
+                req.instance_uuid = instance_uuid
+            if explain:
+                step = self.step(req, out.hosts, index, explain=True)
+                ordered = step.hosts
+            else:
+                step = None
+                ordered = self.sorted(req, out.hosts, index)
+            placed = place(req, ordered, instance_uuid) if ordered else None
+            if on_step is not None and step is not None:
+                on_step(index, step, placed)
+            out.hosts = ordered
+            if not ordered or placed is None:
+                break
+            host, alloc_req = placed
+            if alloc_req is not None:
+                _record_mappings(req, alloc_req)
+            if count is not None:
+                out.keys.append(count(req, host, instance_uuid, alloc_req is not None))
+            out.chosen.append(placed)
+            if not explain:
+                LOG.info("Selected host: %s for instance %s", host.host, instance_uuid)
+        return out
+
     def filtered(self, req: SchedulingRequest, hosts: list[HostState]) -> FilterReport:
         """The first instance's narrow and filter steps alone (what passes, and what each
         filter took out), for callers that do not weigh: capacity."""
@@ -197,6 +272,16 @@ class Framework:
         if not hosts:
             return []
         return self.step(req, hosts, 0, without=without).hosts[:count]
+
+
+def _record_mappings(req: SchedulingRequest, alloc_req: dict[str, Any]) -> None:
+    """The request groups' providers, from the allocation request taken (nova's
+    ``get_request_group_mapping``): the PCI and port groups of the next instances read
+    them."""
+    mappings = alloc_req.get("mappings") or {}
+    for group in req.requested_resources:
+        if group.requester_id in mappings:
+            group.provider_uuids = list(mappings[group.requester_id])
 
 
 def narrow(req: SchedulingRequest, hosts: list[HostState]) -> tuple[list[HostState], bool]:
