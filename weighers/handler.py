@@ -348,10 +348,14 @@ class Shares:
     def _keep(self, weigher: Any, raw: Any, low: float, high: float, multiplier: Any) -> None:
         self._columns[_name(weigher)] = (raw, low, high, multiplier)
 
-    def _finish(self, host_list: list[Any], weights: Any) -> None:
+    def _finish(self, host_list: list[Any], weights: Any, best: Any = None) -> None:
         """``weights`` in the hosts' order: the ``k`` best as the ranking sorts them (a
-        stable sort, best first: ``nlargest`` keeps that order)."""
-        best = heapq.nlargest(self.k, range(len(host_list)), key=weights.__getitem__)
+        stable sort, best first: ``nlargest`` keeps that order); ``best``: their indices,
+        when the ranking has them already."""
+        if best is None:
+            best = heapq.nlargest(self.k, range(len(host_list)), key=weights.__getitem__)
+        else:
+            best = [int(i) for i in best[: self.k]]
         self.hosts = [host_list[i] for i in best]
 
         def at(column: Any, i: int) -> float:
@@ -515,10 +519,10 @@ class WeightHandler:
             weights = weights + multiplier * ((raw - low) / (high - low))
         if np.isnan(weights).any():
             return None
-        if shares is not None:
-            shares._finish(host_list, weights)
         # descending and stable: equal weights keep the filtered order, as sorted() does
         order = np.argsort(-weights, kind="stable")
+        if shares is not None:
+            shares._finish(host_list, weights, order)
         return table.hosts_at(rows[order]), weights[order].tolist()
 
     @staticmethod
