@@ -93,7 +93,7 @@ def search(
     except NoValidHost:
         hosts = []  # Placement (or a prefilter) refused: only the spec's changes can help
     answered = dict(base.scratch.allocation_candidates)
-    report = driver.framework.step(base, hosts, 0).report if hosts else None
+    report = driver.framework.filtered(base, hosts) if hosts else None
     if report is not None and report.hosts:
         out.elapsed = time.monotonic() - started
         return out  # it fits: nothing to relax

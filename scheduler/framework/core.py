@@ -53,7 +53,7 @@ Placed = tuple[HostState, dict[str, Any] | None]
 # takes a host for an instance from the sorted hosts: (request, hosts, instance uuid)
 Placer = Callable[[SchedulingRequest, list[HostState], str | None], Placed | None]
 # counts an instance on the host taken: (request, host, instance uuid, claimed) -> its key
-Counter = Callable[[SchedulingRequest, HostState, str | None, bool], str]
+Count = Callable[[SchedulingRequest, HostState, str | None, bool], str]
 
 
 @dataclass(slots=True)
@@ -172,7 +172,7 @@ class Framework:
         instance_uuids: list[str | None],
         place: Placer,
         *,
-        count: Counter | None = None,
+        count: Count | None = None,
         explain: bool = False,
         on_step: Callable[[int, InstanceStep, Placed | None], None] | None = None,
         into: Cycle | None = None,

@@ -113,6 +113,7 @@ class SchedulerService:
         self._monitor: WorkerMonitor | None = None
         self._capacity: Any = None  # the capacity gauges' reporter (one worker computes)
         self._recorder: Any = None  # the decision records' writer (one per worker)
+        self._seam: Any = None  # the driver as SchedulerDriver (scheduler/drivers/base.py)
         # this host's services row (binary nova-scheduler), as nova-scheduler keeps it
         self.heartbeat: servicegroup.Heartbeat | None = None
         # [scheduler] discover_hosts_in_cells_interval, when this host is the elected one
@@ -141,7 +142,7 @@ class SchedulerService:
         servicegroup.apply_report_interval_floor(self.conf)
         if self.driver is None:
             self.driver = load_driver(self.conf)
-        driver = as_scheduler_driver(self.driver)
+        driver = self._seam = as_scheduler_driver(self.driver)
         # the first read of a large cloud takes seconds: not on a request's time
         driver.prepare()
         if driver.steps() is not None and driver.recorder is None:
@@ -188,7 +189,7 @@ class SchedulerService:
     def _start_capacity_gauges(self) -> None:
         """The capacity gauges, kept by one worker ([capacity] interval; a driver that is
         not the filter scheduler's has none)."""
-        steps = as_scheduler_driver(self.driver).steps()
+        steps = self._seam.steps()
         if self.conf.capacity.interval <= 0 or steps is None:
             return
         from scheduler.capacity.reporter import CapacityReporter
@@ -206,8 +207,8 @@ class SchedulerService:
             "serving": self.serving,
             "requests_in_flight": self.in_flight,
         }
-        if self.driver is not None:
-            out.update(as_scheduler_driver(self.driver).status())
+        if self._seam is not None:
+            out.update(self._seam.status())
         return out
 
     def stop(self, graceful: bool = True, timeout: float | None = None) -> None:
