@@ -225,3 +225,16 @@ class SchedulingRequest(RequestSpec):
     def limits_for(self, host_state: Any) -> dict[str, Any]:
         """The limits this request's filters recorded for a host."""
         return self.scratch.limits_for(host_state)
+
+
+def deadline_seconds(conf: Any) -> float:
+    """A request's time to decide: the smaller of ``[DEFAULT] long_rpc_timeout`` (the
+    caller's wait) and ``[scheduler] request_deadline`` (0: none)."""
+    limit = math.inf
+    caller = getattr(conf, "long_rpc_timeout", None)
+    if caller:
+        limit = float(caller)
+    own = conf.scheduler.request_deadline
+    if own:
+        limit = min(limit, float(own))
+    return limit

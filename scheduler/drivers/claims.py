@@ -4,10 +4,11 @@
 /allocations`` under the host's claim lock), settles a claim whose answer was lost, confirms
 with Placement first what a provider view that may have missed a change offered
 (``[placement] view_confirm_claims``), and counts what Placement took in the provider view.
-``Claimer.delete`` deletes a request's claims on a rollback, handing those Placement did not
-take to ``DeferredDeletes``. Everything the claims did is recorded on the request (``claimed``,
-``claims_made``, ``claim_failures``, ``placement_errors``, ...), which the driver, explain and
-NoValidHost read.
+``Claimer.delete`` deletes a request's claims, handing those Placement did not take to
+``DeferredDeletes``; ``Claimer.rollback`` does so and stops counting what the request
+consumed. Everything the claims did is recorded on the request (``claimed``, ``claims_made``,
+``claim_failures``, ``placement_errors``, ...), which the driver, explain and NoValidHost
+read.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from placement_client import query
@@ -30,7 +31,7 @@ from placement_client.api import (
     PlacementError,
 )
 from scheduler.conf import CONF
-from scheduler.exceptions import AllocationUpdateFailed
+from scheduler.exceptions import AllocationUpdateFailed, NoValidHost
 from scheduler.hosts.state import HostState
 from scheduler.request import SchedulingRequest
 from scheduler.telemetry import metrics
@@ -255,6 +256,35 @@ class Claimer:
             self.assume(instance_uuid, alloc_req)
             return alloc_req
 
+    def claim_first(
+        self, req: SchedulingRequest, hosts: list[HostState], instance_uuid: str | None
+    ) -> tuple[HostState, dict[str, Any]] | None:
+        """The first host of ``hosts`` Placement takes the instance's claim on, with the
+        allocation request claimed (None: no host could be claimed, or Placement cannot be
+        reached). Past the request's deadline no claim is made: NoValidHost."""
+        assert instance_uuid is not None
+        for host in hosts:
+            self._check_deadline(req)
+            alloc_req = self.claim(req, host, instance_uuid)
+            if alloc_req is not None:
+                req.trace.claimed.append(instance_uuid)
+                return host, alloc_req
+            if req.trace.placement_unreachable:
+                break  # no other host can be claimed without Placement
+        LOG.debug("Unable to successfully claim against any host.")
+        return None
+
+    def _check_deadline(self, req: SchedulingRequest) -> None:
+        """Past the request's deadline no claim is made: NoValidHost (the caller rolls
+        back every claim of the request)."""
+        if self._clock() >= req.deadline:
+            raise NoValidHost(
+                f"The request ran past its deadline of {req.deadline_seconds:g} s "
+                "([scheduler] request_deadline, [DEFAULT] long_rpc_timeout) after placing "
+                f"{len(req.trace.claimed)} instance(s); every claim of the request was deleted",
+                "deadline",
+            )
+
     def confirms(self, req: SchedulingRequest) -> bool:
         """Whether the host's allocation request is confirmed with Placement before its
         claim: candidates from a view that may have missed a change (the API feed), or
@@ -418,6 +448,29 @@ class Claimer:
         req.trace.claimed.clear()
         req.trace.possibly_claimed.clear()
         return consumers
+
+    def rollback(
+        self,
+        req: SchedulingRequest,
+        hosts: Iterable[HostState],
+        keys: Iterable[str] | None = None,
+    ) -> None:
+        """Delete the request's claims and stop counting what it consumed on ``hosts``
+        (under ``keys``; by default its claimed instances' uuids)."""
+        consumers = self.delete(req)
+        # our consumption is void (nova rebuilds its HostStates on the next request; ours
+        # are cached): each host counts its last report and the consumptions of others
+        release_on(hosts, consumers if keys is None else keys, "rollback")
+
+
+def release_on(hosts: Iterable[HostState], keys: Iterable[str], reason: str) -> None:
+    """Stop counting ``keys`` on ``hosts`` (the consumptions of one request)."""
+    wanted = set(keys)
+    for host in {id(h): h for h in hosts}.values():
+        try:
+            host.release_consumption(wanted, reason)
+        except Exception:
+            LOG.exception("Could not release the consumption on host %s", host.host)
 
 
 def _resources_by_provider(allocations: Any) -> dict[str, dict[str, int]]:

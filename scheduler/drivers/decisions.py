@@ -10,17 +10,25 @@ looking inside (docs/operations.md, "Decision records").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from scheduler.exceptions import NoValidHost
 from scheduler.framework import Ranked
+from scheduler.framework import document as sections
 from scheduler.objects import request_summary
 from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord
+from scheduler.records.completions import Completions
 from scheduler.request import SchedulingRequest
 from weighers.handler import normalized_value
 
-# 2: the request as it arrived (``spec``), when the driver was given an encoder
-DOCUMENT_VERSION = 2
+LOG = logging.getLogger(__name__)
+
+# 2: the request as it arrived (``spec``), when the driver was given an encoder;
+# 3: the sections explain shares (scheduler/framework/document.py): ``narrowed`` as
+#    {count, reason}; an alternate is not ``claimed`` but carries an ``allocation_request``
+DOCUMENT_VERSION = 3
 
 
 def top_weighed(ranked: Ranked, weighers: Sequence[Any]) -> list[dict[str, Any]]:
@@ -29,10 +37,7 @@ def top_weighed(ranked: Ranked, weighers: Sequence[Any]) -> list[dict[str, Any]]
     multiplier and its share of the weight (``multiplier * normalized``; the shares add up
     to the weight), read from ``ranked.shares``: what the ranking itself weighed them by."""
     best, weights, shares = ranked.hosts, ranked.weights, ranked.shares
-    out = [
-        {"host": h.host, "node": h.nodename, "weight": round(w, 6), "weighers": {}}
-        for h, w in zip(best, weights, strict=False)
-    ]
+    parts: list[dict[str, Any]] = [{} for _ in best]
     # each recorded host's place among the ranking's best (a picker may have reordered)
     place = {id(h): i for i, h in enumerate(shares.hosts)}
     for weigher in weighers:
@@ -40,30 +45,28 @@ def top_weighed(ranked: Ranked, weighers: Sequence[Any]) -> list[dict[str, Any]]
         share = shares.weighers.get(name)
         if share is None:
             # it weighed nothing (or the same for every host): no share
-            for entry, host in zip(out, best, strict=False):
+            for part, host in zip(parts, best, strict=False):
                 try:
                     multiplier = float(weigher.weight_multiplier(host))
                 except Exception as exc:  # a record must never fail a request
-                    entry["weighers"][name] = {"error": str(exc)[:200]}
+                    part[name] = {"error": str(exc)[:200]}
                     continue
-                entry["weighers"][name] = {"multiplier": multiplier, "share": 0.0}
+                part[name] = {"multiplier": multiplier, "share": 0.0}
             continue
         minval = getattr(weigher, "minval", None)
         maxval = getattr(weigher, "maxval", None)
-        for entry, host in zip(out, best, strict=False):
+        for part, host in zip(parts, best, strict=False):
             i = place.get(id(host))
             if i is None:  # not among the ranking's best (a picker's own order)
-                entry["weighers"][name] = {"raw": None, "normalized": None, "share": None}
+                part[name] = {"raw": None, "normalized": None, "share": None}
                 continue
             raw, multiplier = share.raws[i], share.multipliers[i]
-            normalized = _normalized(raw, share.low, share.high, minval, maxval)
-            entry["weighers"][name] = {
-                "raw": _number(raw),
-                "normalized": None if normalized is None else round(normalized, 6),
-                "multiplier": multiplier,
-                "share": None if normalized is None else round(multiplier * normalized, 6),
-            }
-    return out
+            part[name] = sections.weigher_part(
+                raw, _normalized(raw, share.low, share.high, minval, maxval), multiplier
+            )
+    return [
+        sections.weighed_host(h, w, part) for h, w, part in zip(best, weights, parts, strict=False)
+    ]
 
 
 def _normalized(
@@ -73,13 +76,6 @@ def _normalized(
         return normalized_value(float(raw), low, high, minval, maxval)
     except (TypeError, ValueError):
         return None
-
-
-def _number(value: Any) -> Any:
-    try:
-        return round(float(value), 6)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def decision_record(
@@ -99,6 +95,8 @@ def decision_record(
         outcome = SCHEDULED
     else:
         outcome = NO_VALID_HOST if type(error).__name__ == "NoValidHost" else ERROR
+    # only an instance's chosen host holds a claim; an alternate carries an allocation
+    # request the conductor claims if the build on the chosen host fails
     selections = [
         [
             {
@@ -106,9 +104,10 @@ def decision_record(
                 "node": s.nodename,
                 "cell_uuid": s.cell_uuid,
                 "availability_zone": s.availability_zone,
-                "claimed": s.allocation_request is not None,
+                "claimed": i == 0 and s.allocation_request is not None,
+                **({"allocation_request": s.allocation_request is not None} if i else {}),
             }
-            for s in per_instance
+            for i, s in enumerate(per_instance)
         ]
         for per_instance in result or []
     ]
@@ -116,26 +115,13 @@ def decision_record(
     document: dict[str, Any] = {
         "version": DOCUMENT_VERSION,
         "request": request_summary(req),
-        "placement": {
-            "source": trace.candidate_source or None,
-            "query": trace.query_text or None,
-            "candidates": trace.candidate_count,
-            "providers": trace.provider_count,
-            "view_age_s": None if trace.view_age is None else round(trace.view_age, 3),
-            "view_declined": trace.view_declined or None,
-            "hint": trace.placement_hint or None,
-            "prefilters": list(trace.prefilters),
-            "attempts": len(trace.attempts()),
-        },
+        "placement": sections.placement_section(trace),
         "hosts": trace.total_hosts,
         # the first instance's filters (it started from every host); the later instances
         # of a multi-create are in filter_removed and, on a NoValidHost, in the reason
-        "filters": [
-            {"name": step.name, "hosts_in": step.hosts_in, "hosts_passed": step.hosts_out}
-            for step in (report.steps if report is not None else ())
-        ],
+        "filters": sections.filters_section(report),
         "filter_removed": dict(trace.filter_removed),
-        "narrowed": [{"hosts": n, "why": why} for n, why in trace.narrowed],
+        "narrowed": sections.narrowed_section(trace.narrowed),
         "weighed": [top_weighed(trace.weighed[i], weighers) for i in sorted(trace.weighed or {})],
         "selections": selections,
         "claims": {
@@ -156,3 +142,36 @@ def decision_record(
         hosts=[per_instance[0]["host"] for per_instance in selections if per_instance],
         document=document,
     )
+
+
+def hand_over(
+    recorder: Any,
+    completions: Completions,
+    req: SchedulingRequest,
+    instance_uuids: list[str] | None,
+    result: list[list[Any]] | None,
+    error: BaseException | None,
+    *,
+    spec: Callable[[], dict[str, Any]] | None,
+    weighers: Sequence[Any],
+    smallest_change: Callable[[], dict[str, Any]],
+) -> None:
+    """Hand the call's decision record to ``recorder`` (which never waits); a record that
+    cannot be made is logged, never the request's failure. When the filters left no host,
+    ``smallest_change`` (the relaxation search) runs first, after the reply, on
+    ``completions``' thread. ``spec``: the request as it arrived, in its wire form."""
+    try:
+        rec = decision_record(
+            req,
+            instance_uuids,
+            result,
+            error,
+            spec=spec() if spec is not None else None,
+            weighers=weighers,
+        )
+        if isinstance(error, NoValidHost) and error.cause == "filters":
+            completions.submit(rec, "smallest_change", smallest_change, recorder.record)
+        else:
+            recorder.record(rec)
+    except Exception:
+        LOG.exception("Could not record the decision of request %s", req.request_id)

@@ -1,53 +1,53 @@
-"""The filter scheduler: nova's loop of filter → weigh → pick → claim → consume, per instance.
+"""The filter scheduler: ``select_destinations`` → candidates → framework → alternates → reply.
 
 Input is a decoded RequestSpec; output is, per instance, the chosen Selection followed by its
-alternates (same cell, each with its own allocation request). Every NoValidHost says why:
-which Placement query returned nothing, or how many hosts each filter removed and for what.
+alternates (same cell, each with its own allocation request), or a NoValidHost that says why.
+The driver keeps only that order; each step has its own module:
 
-The steps are public, so that explain runs exactly what ``select_destinations`` runs:
-``new_request`` (the request's own state, ``scheduler.request.SchedulingRequest``),
-``placement_hosts`` or ``all_hosts`` (the hosts to start from), and ``cycle``, the one
-per-instance cycle (``select_hosts``: narrow → filter → weigh; a placer takes a host: a
-claim, the best host, or explain's pick that claims nothing; then ``consume``). The pick
-among the best hosts and the rollback are the driver's alone. Two collaborators do the
-rest: its ``CandidateSource`` (``scheduler/drivers/candidates.py``: the provider view or
-Placement, and whether a NoValidHost is asked of Placement again) and its ``Claimer``
-(``scheduler/drivers/claims.py``: the claims).
+- the hosts a request starts from: ``RequestHosts`` (request_hosts.py: prefilters, candidates
+  from the provider view or Placement through ``CandidateSource``, HostStates; counting an
+  instance on a host);
+- the per-instance cycle (narrow → filter → weigh → pick, then a placer and the count):
+  ``scheduler.framework.Framework``;
+- claims, the deadline and the rollback: ``Claimer`` (claims.py); the claims Placement still
+  holds: ``HeldClaims`` (held_claims.py);
+- alternates and Selections: alternates.py, outcome.py; nova's casts: host_casts.py;
+- the decision record and the smallest-change search, observers of the finished call:
+  decisions.py, relaxations.py.
+
+The steps are public, so that explain, capacity and the smallest change run exactly what
+``select_destinations`` runs: ``new_request``, ``placement_hosts``/``placement_candidates`` or
+``all_hosts``, and the framework's ``cycle`` with the driver's ``consume``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from filters.handler import FilterHandler, load_filters
-from placement_client import query
+from filters.handler import FilterHandler
 from placement_client.api import AllocationCandidates, Placement
 from scheduler.conf import CONF
-from scheduler.drivers import decisions, outcome, relaxations
+from scheduler.drivers import alternates, decisions, host_casts, outcome, relaxations
 from scheduler.drivers import request_filters as prefilters
 from scheduler.drivers.base import CASTS
 from scheduler.drivers.candidates import CandidateSource
-from scheduler.drivers.claims import Claimer
+from scheduler.drivers.claims import Claimer, release_on
 from scheduler.drivers.held_claims import HeldClaims
+from scheduler.drivers.host_casts import HostCasts
 from scheduler.drivers.host_source import HostSource
-from scheduler.exceptions import (
-    ConfigurationError,
-    NoValidHost,
-    PluginNotFound,
-    RequestFilterFailed,
-)
-from scheduler.framework import Cycle, Framework, InstanceStep, Placed, Placer
-from scheduler.framework.pickers import NovaPick, Picker
+from scheduler.drivers.request_hosts import RequestHosts
+from scheduler.exceptions import NoValidHost
+from scheduler.framework import Cycle, Framework, InstanceStep, Placed, take_best
+from scheduler.framework.pickers import Picker
 from scheduler.hosts.state import HostState
-from scheduler.objects import Flavor, RequestSpec, Selection
+from scheduler.objects import RequestSpec, Selection
 from scheduler.records.completions import Completions
-from scheduler.request import SchedulingRequest
+from scheduler.request import SchedulingRequest, deadline_seconds
 from scheduler.telemetry import metrics
-from weighers.handler import WeightHandler, load_weighers
+from weighers.handler import WeightHandler
 
 LOG = logging.getLogger(__name__)
 # the clock of request deadlines (a module-level name so that tests can move it)
@@ -57,15 +57,12 @@ _clock = time.monotonic
 class FilterScheduler:
     """The default scheduler driver (entry point ``filter_scheduler``)."""
 
-    # Called after every select_destinations with the seconds spent per step ("placement",
-    # "host_states", "filter", "weigh", "claim", "total"); the benchmark sets it.
+    # Called after every select_destinations with the seconds per step and "total" (benchmark)
     timing_observer: Callable[[dict[str, float]], None] | None = None
-    # Takes each call's decision record (scheduler.records.DecisionRecorder, set by the
-    # service from [decision_records]); None: nothing is recorded.
+    # Takes each call's decision record (the service's DecisionRecorder); None: none kept
     recorder: Any = None
-    # Turns the request as it arrived into the JSON form the record keeps for a replay
-    # (the service sets nova's wire form, ``scheduler.rpc.wire.request_spec_to_primitive``);
-    # None: the record keeps the request's summary only.
+    # The request as it arrived, in the JSON form a record keeps for a replay (nova's wire
+    # form, set by the service); None: the record keeps the request's summary only
     spec_encoder: Callable[[RequestSpec], dict[str, Any]] | None = None
     # nova's cache-update casts, all applied to the host source (scheduler/drivers/base.py)
     applies_casts = frozenset(CASTS)
@@ -85,24 +82,10 @@ class FilterScheduler:
         enabled_filters``/``weight_classes``; ``picker``: how the filtered hosts are
         ordered and which goes first (default: nova's, ``pickers.NovaPick``)."""
         self.conf = conf
-        fs = conf.filter_scheduler
-        try:
-            if filters is None:
-                filters = load_filters(list(fs.enabled_filters))
-            if weighers is None:
-                weighers = load_weighers(list(fs.weight_classes))
-            # the one path that filters and weighs (explain, capacity and the smallest
-            # change included)
-            self.framework = Framework(
-                FilterHandler(filters),
-                WeightHandler(weighers),
-                picker if picker is not None else NovaPick(conf),
-                conf,
-            )
-        except PluginNotFound:
-            raise
-        except Exception as exc:
-            raise ConfigurationError(f"Could not load filters/weighers: {exc}") from exc
+        # the one path that filters and weighs (explain, capacity and the smallest change too)
+        self.framework = Framework.from_conf(
+            conf, filters=filters, weighers=weighers, picker=picker
+        )
         if placement is None:
             from placement_client.from_conf import client_from_conf
 
@@ -122,11 +105,8 @@ class FilterScheduler:
             view = view_from_conf(conf, placement)
         self.view_refresher = view or None
         self.view = self.view_refresher.view if self.view_refresher else None
-        # Placement no longer holding an instance's allocation on a compute node ends our
-        # consumption of it there (a failed move's pre-check, a delete before the build)
-        if self.view is not None:
-            self.view.on_consumer_gone = host_manager.release_consumer
-            self.view.counted_claims = host_manager.counted_claims
+        # nova's casts and the view's lost claims end our consumption on a host
+        self.casts = HostCasts(host_manager, self.view)
         self.claimer = Claimer(placement, self.view_refresher, conf, clock=lambda: _clock())
         # our consumption lasts while Placement holds the claim (answers from Placement)
         self.held_claims = HeldClaims(placement)
@@ -135,11 +115,10 @@ class FilterScheduler:
         self.candidates = CandidateSource(
             placement, self.view_refresher, conf, clock=lambda: _clock()
         )
-        # the claimer's, by their former names
-        self.deferred_deletes = self.claimer.deferred_deletes
-        self.claim_locks = self.claimer.locks
+        # the hosts a request starts from (prefilters, candidates, host states)
+        self.hosts = RequestHosts(host_manager, self.candidates, self.held_claims, conf)
         prefilters.warn_unimplemented_toggles(conf)
-        if self._needs_instance_details():
+        if self.framework.needs_instance_details():
             host_manager.instance_details = True
         LOG.info(
             "Filter scheduler ready: filters %s; weighers %s",
@@ -159,16 +138,6 @@ class FilterScheduler:
     def picker(self) -> Picker:
         return self.framework.picker
 
-    def _needs_instance_details(self) -> bool:
-        """TypeAffinityFilter needs the flavor of the instances on each host, and a non-zero
-        ImagePropertiesWeigher their image properties (nova reads both per host)."""
-        filters = {f.name for f in self.filter_handler.filters}
-        weighers = {w.name for w in self.weight_handler.weighers}
-        return "TypeAffinityFilter" in filters or (
-            "ImagePropertiesWeigher" in weighers
-            and self.conf.filter_scheduler.image_props_weight_multiplier != 0
-        )
-
     # -- driver interface (SchedulerDriver, scheduler/drivers/base.py) ------------------------
     def steps(self) -> FilterScheduler:
         """Its public steps are what explain, capacity and the smallest change run."""
@@ -182,22 +151,7 @@ class FilterScheduler:
 
     def status(self) -> dict[str, str]:
         """Lines for the Guru Meditation Report: each cell's host cache, the provider view."""
-        out: dict[str, str] = {}
-        for cell in self.host_manager.status():
-            last = cell["last_ok_at"]
-            out[f"cell {cell['name']}"] = (
-                f"{cell['hosts']} host(s), last read "
-                + (f"{time.time() - last:.1f} s ago" if last else "never")
-                + (", failing" if cell["failing"] else "")
-            )
-        if self.view_refresher is not None:
-            view = self.view_refresher.status()
-            out["provider view"] = (
-                f"{view['source']} feed, {view['providers']} provider(s), "
-                + (f"{view['age']:.1f} s old" if view["loaded"] else "not loaded")
-                + f", {view['failures']} failed refresh(es)"
-            )
-        return out
+        return host_casts.status_lines(self.host_manager, self.view_refresher, time.time())
 
     def reset(self) -> None:
         """SIGHUP: the host source reloads what it caches (cells, aggregates, ...)."""
@@ -213,23 +167,10 @@ class FilterScheduler:
             self.view_refresher.start()
 
     def warm_up_plugins(self) -> None:
-        """Run the filters and weighers once over every host for a plain request, claiming
-        nothing, so that the columns they read are built before the first real request
-        (about 30 ms at 10,000 hosts, otherwise paid by whoever asks first)."""
-        started = time.perf_counter()
-        try:
-            spec = RequestSpec(flavor=Flavor(vcpus=1, memory_mb=1, root_gb=0, name="warm-up"))
-            req = SchedulingRequest.of(spec, request_id="req-warm-up")
-            hosts = self.host_manager.get_host_states_by_uuids(None, req, request_id=None)
-            if hosts:
-                self.select_hosts(req, hosts, 0)
-        except Exception:  # a plugin that cannot weigh a made-up request: the first real one will
-            LOG.debug("Warming the filters and weighers up failed", exc_info=True)
-            return
-        LOG.info(
-            "Filters and weighers warmed up over %d host(s) in %.1f ms",
-            len(hosts),
-            (time.perf_counter() - started) * 1000,
+        """The filters and weighers' columns built before the first request
+        (``Framework.warm_up``)."""
+        self.framework.warm_up(
+            lambda req: self.host_manager.get_host_states_by_uuids(None, req, request_id=None)
         )
 
     def stop(self) -> None:
@@ -239,29 +180,21 @@ class FilterScheduler:
         if self.view_refresher is not None:
             self.view_refresher.stop()
 
+    # nova's casts go to the host state (scheduler/drivers/host_casts.py)
     def update_aggregates(self, aggregates: list[Any]) -> None:
-        self.host_manager.update_aggregates(aggregates)
+        self.casts.update_aggregates(aggregates)
 
     def delete_aggregate(self, aggregate: Any) -> None:
-        self.host_manager.delete_aggregate(aggregate)
+        self.casts.delete_aggregate(aggregate)
 
     def update_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
-        self.host_manager.instance_tracker.update_instance_info(host_name, instance_uuids)
-        # the instances are on that host: no other host counts them any more
-        self.host_manager.release_moved_instances(host_name, instance_uuids)
+        self.casts.update_instance_info(host_name, instance_uuids)
 
     def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
-        self.host_manager.instance_tracker.delete_instance_info(host_name, instance_uuid)
-        self.host_manager.release_deleted_instance(host_name, instance_uuid)
-        if self.view is not None:
-            # nova deletes an instance's allocations with DELETE /allocations, which leaves
-            # the provider's generation as it was: read the host's providers again
-            hosts = self.host_manager.host_states_for(host_name)
-            self.view.mark_dirty(hs.uuid for hs in hosts if hs.uuid)
+        self.casts.delete_instance_info(host_name, instance_uuid)
 
     def sync_instance_info(self, host_name: str, instance_uuids: list[str]) -> None:
-        self.host_manager.instance_tracker.sync_instance_info(host_name, instance_uuids)
-        self.host_manager.release_unlisted_instances(host_name, instance_uuids)
+        self.casts.sync_instance_info(host_name, instance_uuids)
 
     def select_destinations(
         self,
@@ -294,56 +227,19 @@ class FilterScheduler:
             raise
         finally:
             if self.recorder is not None:
-                self._record(context, spec_obj, req, instance_uuids, result, error)
-            total = time.perf_counter() - start
-            timings = req.trace.all_timings()
-            if LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug(
-                    "select_destinations took %.1f ms (%s)",
-                    total * 1000,
-                    ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items()),
+                encoder = self.spec_encoder
+                decisions.hand_over(
+                    self.recorder,
+                    self.completions,
+                    req,
+                    instance_uuids,
+                    result,
+                    error,
+                    spec=(lambda: encoder(spec_obj)) if encoder is not None else None,
+                    weighers=self.framework.weighers,
+                    smallest_change=lambda: self.relaxations(context, spec_obj).as_dict(),
                 )
-            observer = self.timing_observer
-            if observer is not None:
-                observer(dict(timings, total=total))
-            if metrics.M.enabled:
-                outcome.count_request(req.trace)
-
-    def _record(
-        self,
-        context: Any,
-        spec: RequestSpec,
-        req: SchedulingRequest,
-        instance_uuids: list[str] | None,
-        result: list[list[Selection]] | None,
-        error: BaseException | None,
-    ) -> None:
-        """Hand the call's decision record to the recorder (which never waits); a record
-        that cannot be made is logged, never the request's failure. When the filters left
-        no host, the smallest change that would fit is searched for first, after the reply
-        (``relaxations``, finished by ``scheduler/records/completions.py``)."""
-        try:
-            encoder = self.spec_encoder
-            rec = decisions.decision_record(
-                req,
-                instance_uuids,
-                result,
-                error,
-                spec=encoder(spec) if encoder else None,
-                weighers=self.framework.weighers,
-            )
-            recorder = self.recorder
-            if isinstance(error, NoValidHost) and error.cause == "filters":
-                self.completions.submit(
-                    rec,
-                    "smallest_change",
-                    lambda: self.relaxations(context, spec).as_dict(),
-                    recorder.record,
-                )
-            else:
-                recorder.record(rec)
-        except Exception:
-            LOG.exception("Could not record the decision of request %s", req.request_id)
+            outcome.observe(req.trace, time.perf_counter() - start, self.timing_observer)
 
     def relaxations(
         self, context: Any, spec: RequestSpec, *, all_hosts: bool = False
@@ -364,15 +260,15 @@ class FilterScheduler:
         if req.is_rebuild:
             # nova: no prefilters, no Placement, every host of the cells, no claim
             hosts = self.all_hosts(req)
-            if on_candidates is not None:
-                on_candidates(req)
-            return self._legacy_find_hosts(req, hosts, instance_uuids, return_alternates)
-        hosts = self.placement_hosts(req)
+        else:
+            hosts = self.placement_hosts(req)
         if on_candidates is not None:
             on_candidates(req)
-        if instance_uuids is None:
-            return self._legacy_find_hosts(req, hosts, None, return_alternates)
-        return self._schedule(req, hosts, instance_uuids, return_alternates)
+        claimed = instance_uuids is not None and not req.is_rebuild
+        uuids: list[str | None] = list(
+            instance_uuids if claimed else (instance_uuids or [None] * req.num_instances)
+        )
+        return self._place_all(req, hosts, uuids, return_alternates, claimed=claimed)
 
     # -- the steps (public: explain runs them too) -------------------------------------------
     def new_request(
@@ -388,43 +284,27 @@ class FilterScheduler:
             project_id=getattr(context, "project_id", None),
             user_id=getattr(context, "user_id", None),
             arrived_at=_clock(),
-            deadline_seconds=self._deadline_seconds(),
+            deadline_seconds=deadline_seconds(self.conf),
             retry_of=retry_of,
         )
         if self.recorder is not None:
             req.trace.weighed = {}
         return req
 
-    def _deadline_seconds(self) -> float:
-        limit = math.inf
-        caller = getattr(self.conf, "long_rpc_timeout", None)
-        if caller:
-            limit = float(caller)
-        own = self.conf.scheduler.request_deadline
-        if own:
-            limit = min(limit, float(own))
-        return limit
-
     def all_hosts(self, req: SchedulingRequest) -> list[HostState]:
         """Every host of the request's cells, without asking Placement (rebuild checks)."""
-        with req.trace.timed("host_states"):
-            self.host_manager.sync_aggregates(req.arrived_at)
-            return self.host_manager.get_host_states_by_uuids(None, req, request_id=req.request_id)
+        return self.hosts.all_hosts(req)
 
     def placement_hosts(self, req: SchedulingRequest) -> list[HostState]:
-        """The prefilters, the Placement query and the HostStates of its candidates; the
-        allocation requests by provider go to ``req.scratch.allocation_candidates``. Raises
-        NoValidHost (a prefilter refused, Placement failed or found nothing)."""
-        return self.placement_candidates(req)[1]
+        """The prefilters, the Placement query and the HostStates of its candidates
+        (``RequestHosts``). Raises NoValidHost."""
+        return self.hosts.placement_candidates(req)[1]
 
     def placement_candidates(
         self, req: SchedulingRequest, *, unlimited: bool = False
     ) -> tuple[AllocationCandidates, list[HostState]]:
-        """``placement_hosts``, with the candidates' answer itself (its provider summaries
-        hold each provider's capacity and use). ``unlimited``: every candidate, not
-        ``[scheduler] max_placement_results`` of them (capacity counting)."""
-        self._run_prefilters(req)
-        return self._hosts_from_placement(req, unlimited=unlimited)
+        """``placement_hosts`` with the candidates' answer (``RequestHosts``)."""
+        return self.hosts.placement_candidates(req, unlimited=unlimited)
 
     def select_hosts(
         self,
@@ -446,293 +326,58 @@ class FilterScheduler:
         instance_uuid: str | None,
         claimed: bool = False,
     ) -> str:
-        """Count the instance on the host, and on the request's server group. Returns the
-        key the host counts it under (the instance uuid, else one of the host's own).
-        ``claimed``: its claim was made in Placement (counted only while Placement holds it)."""
-        max_age = getattr(self.conf.scheduler, "consumption_max_age", None) or None
-        key = host.consume_from_request(req, instance_uuid, max_age=max_age, claimed=claimed)
-        self.host_manager.track_consumption(host, key)
-        group = req.instance_group
-        if group is not None:
-            group.hosts.append(host.host)
-            if instance_uuid:
-                # copy-on-write: the instance tracker's snapshots are shared and read-only
-                host.instances = {**(host.instances or {}), instance_uuid: None}
-        return key
-
-    def _run_prefilters(self, req: SchedulingRequest) -> None:
-        # What the request reads to be as fresh as nova runs in the databases while the
-        # request works: the aggregates' check first (the prefilters wait for it, so it
-        # runs alone), then the cells' reads (services, compute-node reports) and, for the
-        # provider view, Placement's; the host states and the view's answer take theirs
-        # later (_candidates_from_view).
-        self.host_manager.prefetch(req, cells=False)
-        # nova's request filters read the aggregates per request: ours must include every
-        # change committed before the request arrived
-        with req.trace.timed("aggregates"):
-            self.host_manager.sync_aggregates(req.arrived_at)
-        self.host_manager.prefetch(req, aggregates=False)
-        self.candidates.start_view_check(req)
-        try:
-            applied = prefilters.process_reqspec(req, self.host_manager, self.conf)
-        except RequestFilterFailed as exc:
-            raise NoValidHost(str(exc), "prefilter") from exc
-        req.trace.prefilters = applied
-        if applied and LOG.isEnabledFor(logging.DEBUG):
-            LOG.debug("Request filters applied: %s", ", ".join(applied))
-
-    def _forced_in_tree(self, req: SchedulingRequest) -> tuple[str | None, bool]:
-        """For a forced or requested host/node, nova's look-up: the single node's uuid as
-        ``in_tree``, or no tree and no limit when the host has several nodes."""
-        dest = req.requested_destination
-        host = (dest.host if dest else None) or (req.force_hosts or [None])[0]
-        node = (dest.node if dest else None) or (req.force_nodes or [None])[0]
-        if not host and not node:
-            return None, False
-        nodes = self.host_manager.compute_nodes_by_host_or_node(host, node, req)
-        if not nodes:
-            raise NoValidHost(f"No such host - host: {host} node: {node}", "no_such_host")
-        if len(nodes) == 1:
-            if dest is not None and (dest.host or dest.node):
-                # as nova does: a destination given by node alone (API 2.74) names its host
-                # too, so that the hosts are narrowed to that node before the filters
-                dest.host = nodes[0].host
-                dest.node = nodes[0].nodename
-            return nodes[0].uuid, False
-        return None, True
-
-    def _hosts_from_placement(
-        self, req: SchedulingRequest, *, unlimited: bool = False
-    ) -> tuple[AllocationCandidates, list[HostState]]:
-        in_tree, forced_unlimited = self._forced_in_tree(req)
-        queries = query.build_queries(
-            req, conf=self.conf, in_tree=in_tree, unlimited=unlimited or forced_unlimited
-        )
-        candidates = self.candidates.candidates(req, queries)
-        by_rp: dict[str, list[dict[str, Any]]] = {}
-        get = by_rp.get
-        for areq in candidates.allocation_requests:
-            allocations = areq["allocations"]
-            if len(allocations) == 1:
-                # the common case (a compute node alone): no setdefault, no new list per call
-                (rp_uuid,) = allocations
-                found = get(rp_uuid)
-                if found is None:
-                    by_rp[rp_uuid] = [areq]
-                else:
-                    found.append(areq)
-                continue
-            for rp_uuid in allocations:
-                by_rp.setdefault(rp_uuid, []).append(areq)
-        req.scratch.allocation_candidates = by_rp
-        req.scratch.provider_summaries = candidates.provider_summaries
-        with req.trace.timed("host_states"):
-            hosts = self.host_manager.get_host_states_by_uuids(
-                candidates.provider_summaries.keys(), req, request_id=req.request_id
-            )
-            if not self._held_checked(req):
-                # a claim of ours that Placement no longer holds is not counted by this
-                # request
-                self.held_claims.observe(
-                    candidates.provider_summaries, hosts, request_id=req.request_id
-                )
-        if not hosts:
-            raise NoValidHost(
-                f"Placement returned {len(candidates.provider_summaries)} candidate "
-                "provider(s) but none is a compute node with a service record in the enabled "
-                "cells (a cell may have been skipped; see the warnings)",
-                "no_compute_node",
-            )
-        return candidates, hosts
-
-    def _held_checked(self, req: SchedulingRequest) -> bool:
-        """Whether the provider view's per-request check already looked up the claims we
-        count (the database feed, ``read_your_writes``): then the answer needs no reading."""
-        refresher = self.view_refresher
-        return (
-            req.trace.candidate_source == "view"
-            and refresher is not None
-            and refresher.fresh_per_request
-            and self.conf.scheduler.read_your_writes
-        )
-
-    def _get_sorted_hosts(
-        self, req: SchedulingRequest, hosts: list[HostState], index: int
-    ) -> list[HostState]:
-        return self.framework.sorted(req, hosts, index)
-
-    def _check_deadline(self, req: SchedulingRequest) -> None:
-        """Past the request's deadline no claim is made: NoValidHost (the caller rolls
-        back every claim of the request)."""
-        if _clock() >= req.deadline:
-            raise NoValidHost(
-                f"The request ran past its deadline of {req.deadline_seconds:g} s "
-                "([scheduler] request_deadline, [DEFAULT] long_rpc_timeout) after placing "
-                f"{len(req.trace.claimed)} instance(s); every claim of the request was deleted",
-                "deadline",
-            )
-
-    def cycle(
-        self,
-        req: SchedulingRequest,
-        hosts: list[HostState],
-        instance_uuids: list[str | None],
-        place: Placer,
-        *,
-        explain: bool = False,
-        consume: bool = True,
-        on_step: Callable[[int, InstanceStep, Placed | None], None] | None = None,
-        into: Cycle | None = None,
-    ) -> Cycle:
-        """The per-instance cycle every path runs, through the framework
-        (``Framework.cycle``), each instance taken counted by ``consume`` (``consume``
-        False counts nothing: explain's last instance)."""
-        return self.framework.cycle(
-            req,
-            hosts,
-            instance_uuids,
-            place,
-            count=self.consume if consume else None,
-            explain=explain,
-            on_step=on_step,
-            into=into,
-        )
+        """Count the instance on the host and the request's server group
+        (``RequestHosts.consume``); returns the key the host counts it under."""
+        return self.hosts.consume(req, host, instance_uuid, claimed)
 
     def _claim_first(
         self, req: SchedulingRequest, hosts: list[HostState], instance_uuid: str | None
     ) -> Placed | None:
-        """The first host of ``hosts`` Placement takes the instance's claim on (None: no
-        host could be claimed, or Placement cannot be reached)."""
-        assert instance_uuid is not None
-        for host in hosts:
-            self._check_deadline(req)
-            alloc_req = self.claimer.claim(req, host, instance_uuid)
-            if alloc_req is not None:
-                req.trace.claimed.append(instance_uuid)
-                self.held_claims.claimed(req.scratch.provider_summaries, host, alloc_req)
-                return host, alloc_req
-            if req.trace.placement_unreachable:
-                break  # no other host can be claimed without Placement
-        LOG.debug("Unable to successfully claim against any host.")
-        return None
+        """The first host of ``hosts`` Placement takes the instance's claim on, its claim
+        remembered as held (``HeldClaims``); None: none could be claimed."""
+        placed = self.claimer.claim_first(req, hosts, instance_uuid)
+        if placed is not None:
+            self.held_claims.claimed(req.scratch.provider_summaries, *placed)
+        return placed
 
-    @staticmethod
-    def _take_first(
-        req: SchedulingRequest, hosts: list[HostState], instance_uuid: str | None
-    ) -> Placed | None:
-        """The best host, claimed nowhere."""
-        return hosts[0], None
-
-    def _schedule(
+    def _place_all(
         self,
         req: SchedulingRequest,
         hosts: list[HostState],
-        instance_uuids: list[str],
+        instance_uuids: list[str | None],
         return_alternates: bool,
+        *,
+        claimed: bool,
     ) -> list[list[Selection]]:
-        """nova's main loop: per instance filter, weigh, claim the first host that Placement
-        accepts, consume; then alternates. Every claim is rolled back on any failure."""
-        num_instances = len(instance_uuids)
+        """nova's main loop: per instance filter, weigh, take a host (``claimed``: the first
+        Placement accepts the claim on; else the best, claimed nowhere: RPC < 4.4 without
+        instance uuids, and rebuild), consume; then the alternates. On any failure every
+        claim is rolled back and the consumption released."""
         done = Cycle(hosts=hosts)
         try:
-            self.cycle(req, hosts, list(instance_uuids), self._claim_first, into=done)
-            if len(done.chosen) < num_instances:
-                raise self.not_enough(req, len(done.chosen), num_instances)
-            return self._with_alternates(
-                req, done.chosen, done.hosts, done.index, return_alternates, True
+            place = self._claim_first if claimed else take_best
+            self.framework.cycle(req, hosts, instance_uuids, place, count=self.consume, into=done)
+            if len(done.chosen) < len(instance_uuids):
+                raise self.not_enough(req, len(done.chosen), len(instance_uuids))
+            return alternates.with_alternates(
+                req,
+                done.chosen,
+                done.hosts,
+                done.index,
+                return_alternates=return_alternates,
+                claimed=claimed,
+                framework=self.framework,
+                claimer=self.claimer,
+                conf=self.conf,
             )
         except BaseException:
-            self._rollback(req, [h for h, _ in done.chosen])
-            raise
-
-    def _legacy_find_hosts(
-        self,
-        req: SchedulingRequest,
-        hosts: list[HostState],
-        instance_uuids: list[str] | None,
-        return_alternates: bool,
-    ) -> list[list[Selection]]:
-        """nova's path without claims (RPC < 4.4 without instance uuids, and rebuild):
-        filter, weigh, take the first host, consume. No Selection carries an allocation
-        request, the chosen hosts' nor the alternates'."""
-        num = len(instance_uuids) if instance_uuids else req.num_instances
-        uuids: list[str | None] = list(instance_uuids) if instance_uuids else [None] * num
-        done = Cycle(hosts=hosts)
-        try:
-            self.cycle(req, hosts, uuids, self._take_first, into=done)
-            if len(done.chosen) < num:
-                raise self.not_enough(req, len(done.chosen), num)
-            return self._with_alternates(
-                req, done.chosen, done.hosts, done.index, return_alternates, False
-            )
-        except BaseException:
-            self._rollback(req, [h for h, _ in done.chosen], done.keys)
+            self.claimer.rollback(req, [h for h, _ in done.chosen], None if claimed else done.keys)
             raise
         finally:
             if req.is_rebuild:
                 # a rebuild check claims nothing and the instance stays where it is: its
                 # consumption served this request's alternates only
-                _release_on([h for h, _ in done.chosen], done.keys, "rebuild")
-
-    def _with_alternates(
-        self,
-        req: SchedulingRequest,
-        chosen: list[tuple[HostState, dict[str, Any] | None]],
-        hosts: list[HostState],
-        index: int,
-        return_alternates: bool,
-        claimed: bool,
-    ) -> list[list[Selection]]:
-        """nova's ``_get_alternate_hosts``: per instance its Selection, then up to
-        ``max_attempts - 1`` other hosts of the same cell, taken from the last sorted list
-        (sorted again after the last consumption in a multi-create). With claims, an
-        alternate needs an allocation candidate and carries it, unclaimed."""
-        num_alts = self.conf.scheduler.max_attempts - 1 if return_alternates else 0
-        if index > 0 and num_alts > 0:
-            # the chosen hosts have consumed: filter and weigh again for accurate alternates
-            hosts = self._get_sorted_hosts(req, hosts, index)
-        chosen_keys = {(h.host, h.nodename) for h, _ in chosen}
-        confirm = claimed and num_alts > 0 and self.claimer.confirms(req)
-        out: list[list[Selection]] = []
-        for host, alloc_req in chosen:
-            selections = [self._selection(req, host, alloc_req)]
-            for alt in hosts:
-                if len(selections) > num_alts:
-                    break
-                if alt.cell_uuid != host.cell_uuid or (alt.host, alt.nodename) in chosen_keys:
-                    continue
-                if not claimed:
-                    selections.append(self._selection(req, alt, None))
-                    continue
-                cands = req.candidates_for(alt)
-                if not cands:
-                    continue
-                # the conductor claims an alternate as it is: from a view that may have
-                # missed a change, Placement confirms it first (as the chosen host's claim)
-                if confirm and not self.claimer.confirm(req, alt, cands[0]):
-                    continue
-                selections.append(self._selection(req, alt, cands[0]))
-            out.append(selections)
-        return out
-
-    # -- helpers ----------------------------------------------------------------------------
-    def _selection(
-        self, req: SchedulingRequest, host: HostState, alloc_req: dict[str, Any] | None
-    ) -> Selection:
-        return outcome.selection(req, host, alloc_req, self.conf.default_availability_zone)
-
-    def _rollback(
-        self,
-        req: SchedulingRequest,
-        hosts: Iterable[HostState],
-        keys: Iterable[str] | None = None,
-    ) -> None:
-        """Delete the request's claims and stop counting what it consumed on ``hosts``
-        (under ``keys``; by default its claimed instances' uuids)."""
-        consumers = self.claimer.delete(req)
-        # our consumption is void (nova rebuilds its HostStates on the next request; ours
-        # are cached): each host counts its last report and the consumptions of others
-        _release_on(hosts, consumers if keys is None else keys, "rollback")
+                release_on([h for h, _ in done.chosen], done.keys, "rebuild")
 
     def not_enough_reason(self, req: SchedulingRequest, got: int, wanted: int) -> str:
         """Why fewer hosts than instances were found (see ``not_enough``)."""
@@ -740,16 +385,6 @@ class FilterScheduler:
 
     # the NoValidHost of too few hosts (scheduler/drivers/outcome.py)
     not_enough = staticmethod(outcome.not_enough)
-
-
-def _release_on(hosts: Iterable[HostState], keys: Iterable[str], reason: str) -> None:
-    """Stop counting ``keys`` on ``hosts`` (the consumptions of one request)."""
-    wanted = set(keys)
-    for host in {id(h): h for h in hosts}.values():
-        try:
-            host.release_consumption(wanted, reason)
-        except Exception:
-            LOG.exception("Could not release the consumption on host %s", host.host)
 
 
 def _count_claim_retry() -> None:

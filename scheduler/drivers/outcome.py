@@ -3,6 +3,8 @@ its trace counts (``FilterScheduler`` uses them; so do explain and the tests).""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from placement_client.api import MV_CLAIM
@@ -11,6 +13,8 @@ from scheduler.hosts.state import HostState
 from scheduler.objects import SchedulerLimits, Selection
 from scheduler.request import SchedulingRequest, Trace
 from scheduler.telemetry import metrics
+
+LOG = logging.getLogger(__name__)
 
 
 def selection(
@@ -80,6 +84,24 @@ def not_enough(req: SchedulingRequest, got: int, wanted: int) -> NoValidHost:
     else:
         parts.append("There are not enough hosts available.")
     return NoValidHost(" ".join(parts), cause, filter_name)
+
+
+def observe(
+    trace: Trace, total: float, timing_observer: Callable[[dict[str, float]], None] | None
+) -> None:
+    """A call's timings, once it has its answer: to the debug log, to ``timing_observer``
+    (the benchmark's) with ``total``, and to the metrics."""
+    timings = trace.all_timings()
+    if LOG.isEnabledFor(logging.DEBUG):
+        LOG.debug(
+            "select_destinations took %.1f ms (%s)",
+            total * 1000,
+            ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items()),
+        )
+    if timing_observer is not None:
+        timing_observer(dict(timings, total=total))
+    if metrics.M.enabled:
+        count_request(trace)
 
 
 def count_request(trace: Trace) -> None:

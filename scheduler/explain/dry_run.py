@@ -4,8 +4,9 @@ consuming nothing on the shared HostStates. It returns the JSON document describ
 docs/explain.md.
 
 It runs through the driver's public per-request steps (``new_request``, ``placement_hosts``,
-``all_hosts``, then ``cycle``, the per-instance cycle ``select_destinations`` runs, with a
-placer that claims nothing, and ``not_enough_reason``), on a request of its own and, for a
+``all_hosts``, then its framework's ``cycle``, the per-instance cycle ``select_destinations``
+runs, with a placer that claims nothing and the driver's ``consume``, and
+``not_enough_reason``), on a request of its own and, for a
 multi-create, on private copies of the hosts.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from filters.handler import FilterReport
 from scheduler.exceptions import NoValidHost
+from scheduler.framework import document
 from scheduler.hosts.state import HostState
 from scheduler.objects import RequestSpec, jsonable, request_summary
 
@@ -25,25 +27,6 @@ DOCUMENT_VERSION = 1
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
-
-
-def _filters_section(report: FilterReport) -> list[dict[str, Any]]:
-    out = []
-    for step in report.steps:
-        out.append(
-            {
-                "name": step.name,
-                "hosts_in": step.hosts_in,
-                "hosts_passed": step.hosts_out,
-                "hosts_out": [
-                    {"host": h.host, "node": h.nodename, "reason": reason}
-                    for h, reason in step.removed
-                ],
-                "elapsed_ms": _ms(step.elapsed),
-                "skipped": step.skipped,
-            }
-        )
-    return out
 
 
 def _host_entry(host: HostState) -> dict[str, Any]:
@@ -61,16 +44,20 @@ def _instance_entry(
     placement_mode: bool,
     default_az: str | None,
 ) -> dict[str, Any]:
-    weighed_out = []
-    for w in weighed:
-        entry = _host_entry(w.obj)
-        entry["weight"] = w.weight
-        entry["weighers"] = {
-            name: {"raw": c.raw, "normalized": c.normalized, "multiplier": c.multiplier}
-            for name, c in (w.contributions or {}).items()
-        }
-        entry["allocation_candidates"] = len(spec.candidates_for(w.obj)) if placement_mode else None
-        weighed_out.append(entry)
+    weighed_out = [
+        document.weighed_host(
+            w.obj,
+            w.weight,
+            {
+                name: document.weigher_part(c.raw, c.normalized, c.multiplier)
+                for name, c in (w.contributions or {}).items()
+            },
+            detail={
+                "allocation_candidates": len(spec.candidates_for(w.obj)) if placement_mode else None
+            },
+        )
+        for w in weighed
+    ]
     pick_out = None
     if pick is not None:
         pick_out = _host_entry(pick.obj)
@@ -80,9 +67,9 @@ def _instance_entry(
         pick_out["allocation_request"] = jsonable(cands[0]) if cands else None
     return {
         "index": index,
-        "narrowed": [{"count": n, "reason": why} for n, why in narrowed],
+        "narrowed": document.narrowed_section(narrowed),
         "forced": forced,
-        "filters": _filters_section(report),
+        "filters": document.filters_section(report, detail=True),
         "weighed": weighed_out,
         "pick": pick_out,
     }
@@ -130,20 +117,7 @@ def explain_request(
                 hosts = driver.placement_hosts(req)
             finally:
                 doc["prefilters"] = list(req.trace.prefilters)
-                doc["placement"] = {
-                    "query": req.trace.query_text or None,
-                    "candidates": req.trace.candidate_count,
-                    "providers": req.trace.provider_count,
-                    "elapsed_ms": _ms(
-                        req.trace.timings.get("placement", 0.0) + req.trace.timings.get("view", 0.0)
-                    ),
-                    "hint": req.trace.placement_hint or None,
-                    "source": req.trace.candidate_source or None,
-                    "view_age_s": None
-                    if req.trace.view_age is None
-                    else round(req.trace.view_age, 3),
-                    "view_declined": req.trace.view_declined or None,
-                }
+                doc["placement"] = document.placement_section(req.trace, detail=True)
         else:
             hosts = driver.all_hosts(req)
         doc["hosts"] = len(hosts)
@@ -206,8 +180,14 @@ def _dry_run(
 
     # the driver's own per-instance cycle, claiming nothing; later instances see the earlier
     # ones' consumption, on the private copies
-    done = driver.cycle(
-        req, hosts, instance_uuids, place, explain=True, consume=num > 1, on_step=record
+    done = driver.framework.cycle(
+        req,
+        hosts,
+        instance_uuids,
+        place,
+        count=driver.consume if num > 1 else None,
+        explain=True,
+        on_step=record,
     )
     if len(done.chosen) < num:
         raise NoValidHost(driver.not_enough_reason(req, len(done.chosen), num))

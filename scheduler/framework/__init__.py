@@ -9,6 +9,7 @@ from scheduler.framework.core import (
     Placer,
     Ranked,
     narrow,
+    take_best,
 )
 from scheduler.framework.pickers import NovaPick, Picker, RandomPick
 
@@ -23,4 +24,5 @@ __all__ = [
     "RandomPick",
     "Ranked",
     "narrow",
+    "take_best",
 ]

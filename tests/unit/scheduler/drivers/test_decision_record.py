@@ -170,3 +170,19 @@ def test_a_records_shares_are_the_rankings_for_a_weigher_that_prepares_on_every_
         share = entry["weighers"]["DistanceFromMean"]
         assert share["raw"] == pytest.approx(-abs(host.free_ram_mb - mean))
         assert share["share"] == pytest.approx(weight, abs=1e-5)
+
+
+def test_only_the_chosen_host_is_recorded_as_claimed_an_alternate_carries_a_request():
+    hosts = [make_host("a"), make_host("b"), make_host("c")]
+    driver = _driver(hosts)
+    result = driver.select_destinations(CONTEXT, make_spec(), ["i-0"], True)
+    assert len(result[0]) == 3  # the chosen host and two alternates
+    (rec,) = driver.recorder.records
+    chosen, *alternates = rec.document["selections"][0]
+    assert chosen["claimed"] is True and "allocation_request" not in chosen
+    assert alternates and all(
+        alt["claimed"] is False and alt["allocation_request"] is True for alt in alternates
+    )
+    # Placement holds the chosen host's claim only
+    assert set(driver.placement.claims) == {"i-0"}
+    assert driver.placement.claims["i-0"]["host"] == chosen["host"]

@@ -937,13 +937,13 @@ def test_a_rollback_placement_does_not_take_is_deferred(cloud):
     group = InstanceGroup(uuid="g", policy="anti-affinity", members=list(uuids))
     failing = FlakyDeletes()
     cloud.placement.delete_allocation_for_instance = failing.delete_allocation_for_instance
-    cloud.driver.deferred_deletes.interval = 3600  # only the first attempt, in the rollback
+    cloud.driver.claimer.deferred_deletes.interval = 3600  # only the first attempt, in the rollback
     try:
         with pytest.raises(NoValidHost):
             cloud.select(make_spec(group=group, num_instances=4), uuids)
-        assert sorted(cloud.driver.deferred_deletes.pending()) == ["i-1", "i-2"]
+        assert sorted(cloud.driver.claimer.deferred_deletes.pending()) == ["i-1", "i-2"]
     finally:
-        cloud.driver.deferred_deletes.stop()
+        cloud.driver.claimer.deferred_deletes.stop()
 
 
 # -- claims of one host go one after the other ---------------------------------------------------
@@ -978,7 +978,7 @@ def test_concurrent_claims_of_one_host_wait_for_each_other_and_still_land_there(
         t.join(timeout=10)
     assert len(results) == 4
     assert overlaps == []
-    assert cloud.driver.claim_locks.waited >= 1
+    assert cloud.driver.claimer.locks.waited >= 1
     # the decisions are the weighers': host-b stays the best after four 1 GB boots, and every
     # request claimed it, once
     assert [host for _, host in cloud.placement.claim_attempts] == ["host-b"] * 4

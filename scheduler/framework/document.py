@@ -1,0 +1,106 @@
+"""What a request's trace says, as JSON: the sections explain and the decision records share.
+
+A decision record (``scheduler/drivers/decisions.py``) and explain's document
+(``scheduler/explain/dry_run.py``, docs/explain.md) describe the same steps: where the
+candidates came from, what each filter removed, how the best hosts were weighed. Both build
+those sections here, from the same trace, so that they cannot drift apart. Explain's are the
+record's plus per-host detail (``detail=True``): the hosts each filter removed and why, each
+filter's time, a weighed host's cell and allocation candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from filters.handler import FilterReport
+from scheduler.hosts.state import HostState
+from scheduler.request import Trace
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 3)
+
+
+def placement_section(trace: Trace, *, detail: bool = False) -> dict[str, Any]:
+    """Where the candidates came from: the query, its answer's size, the provider view's age
+    or why it declined, the hint of an empty answer, the prefilters that changed the query
+    and the attempts (a NoValidHost from the view is asked of Placement again)."""
+    out: dict[str, Any] = {
+        "source": trace.candidate_source or None,
+        "query": trace.query_text or None,
+        "candidates": trace.candidate_count,
+        "providers": trace.provider_count,
+        "view_age_s": None if trace.view_age is None else round(trace.view_age, 3),
+        "view_declined": trace.view_declined or None,
+        "hint": trace.placement_hint or None,
+        "prefilters": list(trace.prefilters),
+        "attempts": len(trace.attempts()),
+    }
+    if detail:
+        asked = trace.timings.get("placement", 0.0) + trace.timings.get("view", 0.0)
+        out["elapsed_ms"] = _ms(asked)
+    return out
+
+
+def filters_section(report: FilterReport | None, *, detail: bool = False) -> list[dict[str, Any]]:
+    """Each filter in order: the hosts it was given and passed; with ``detail`` the hosts it
+    removed with their reasons, its time and whether it was skipped (a rebuild's check)."""
+    out = []
+    for step in report.steps if report is not None else ():
+        entry: dict[str, Any] = {
+            "name": step.name,
+            "hosts_in": step.hosts_in,
+            "hosts_passed": step.hosts_out,
+        }
+        if detail:
+            entry["hosts_out"] = [
+                {"host": h.host, "node": h.nodename, "reason": reason} for h, reason in step.removed
+            ]
+            entry["elapsed_ms"] = _ms(step.elapsed)
+            entry["skipped"] = step.skipped
+        out.append(entry)
+    return out
+
+
+def narrowed_section(narrowed: Iterable[tuple[int, str]]) -> list[dict[str, Any]]:
+    """The hosts the narrowing took out before the filters (destination, ignore/force
+    hosts): how many and why."""
+    return [{"count": n, "reason": why} for n, why in narrowed]
+
+
+def weighed_host(
+    host: HostState,
+    weight: float,
+    weighers: Mapping[str, dict[str, Any]],
+    *,
+    detail: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One weighed host: its weight and, per weigher, what it weighed (``raw``,
+    ``normalized``, ``multiplier``, ``share`` = multiplier × normalized; the shares add up to
+    the weight). ``detail``: explain's per-host additions (cell, allocation candidates)."""
+    entry: dict[str, Any] = {"host": host.host, "node": host.nodename}
+    if detail is not None:
+        entry["cell_uuid"] = host.cell_uuid
+    entry["weight"] = round(weight, 6)
+    entry["weighers"] = dict(weighers)
+    if detail is not None:
+        entry.update(detail)
+    return entry
+
+
+def weigher_part(raw: Any, normalized: float | None, multiplier: float) -> dict[str, Any]:
+    """One weigher's part in a host's weight (None where it could not be normalised)."""
+    return {
+        "raw": _number(raw),
+        "normalized": None if normalized is None else round(normalized, 6),
+        "multiplier": multiplier,
+        "share": None if normalized is None else round(multiplier * normalized, 6),
+    }
+
+
+def _number(value: Any) -> Any:
+    try:
+        return round(float(value), 6)
+    except (TypeError, ValueError):
+        return str(value)
