@@ -635,6 +635,41 @@ class ProviderView:
             while len(self._claimed_by) > _REMEMBERED_CONSUMERS:
                 self._claimed_by.popitem(last=False)
 
+    def claim_refusal(self, consumer: str, allocations: dict[str, Any]) -> str | None:
+        """Why Placement would refuse ``consumer``'s claim of ``allocations``
+        (``{rp: {"resources": {rc: n}}}``) on the usage the view holds, its own claims
+        counted and the consumer's own replaced, as ``PUT /allocations`` replaces them; None:
+        Placement would take it. The checks are Placement's: the provider and its inventory
+        exist, each amount respects ``min_unit``, ``max_unit`` and ``step_size``, and used
+        plus the amount stays within ``(total - reserved) * allocation_ratio``."""
+        with self._lock:
+            for rp, body in allocations.items():
+                entry = self._entries.get(rp)
+                if entry is None:
+                    return f"resource provider {rp} not found"
+                own = entry.claims.get(consumer)
+                mine = own[0] if own is not None else {}
+                name = entry.rec.name or rp
+                for rc, amount in (body.get("resources") or {}).items():
+                    n = int(amount)
+                    if not n:
+                        continue
+                    inv = entry.rec.inventories.get(rc)
+                    if inv is None:
+                        return f"provider {name} has no {rc} inventory"
+                    if n < inv.min_unit or n > inv.max_unit or n % inv.step_size:
+                        return (
+                            f"{rc} {n} on {name} is outside min_unit {inv.min_unit}, "
+                            f"max_unit {inv.max_unit}, step_size {inv.step_size}"
+                        )
+                    used = entry.used.get(rc, 0) - mine.get(rc, 0)
+                    if used + n > inv.limit:
+                        return (
+                            f"{rc} on {name}: {used} used + {n} asked exceeds its capacity "
+                            f"{inv.capacity}"
+                        )
+        return None
+
     def forget(self, consumer: str) -> None:
         """The consumer's claims were deleted (a rollback): stop counting them. A read that
         already includes them is out of date (a DELETE does not change a provider's

@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from placement_client.api import AllocationCandidates, PlacementClientError
+from placement_client.api import AllocationCandidates, ClaimConflict, PlacementClientError
 from placement_client.view import ProviderRecord, ProviderView
 from scheduler.hosts.state import HostState
 from scheduler.objects import Aggregate, Flavor, RequestSpec
@@ -47,11 +47,14 @@ class NotReplayable(PlacementClientError):
 
 class ReplayPlacement:
     """Placement as the replay's private view holds it: candidates from the view (every
-    one: no sample), claims counted in the view, nothing sent anywhere."""
+    one: no sample), claims checked as Placement checks them (a claim past a provider's
+    capacity is refused with 409, as ``PUT /allocations`` refuses it, and the claimer tries
+    the next host) and counted in the view, nothing sent anywhere."""
 
     def __init__(self, view: ProviderView):
         self.view = view
         self.claims: dict[str, dict[str, Any]] = {}  # consumer -> its allocations
+        self.refused = 0  # claims refused as Placement would (capacity, inventory)
 
     def get_allocation_candidates(
         self,
@@ -80,6 +83,11 @@ class ReplayPlacement:
         request_id: str | None = None,
     ) -> None:
         allocations = alloc_request.get("allocations") or {}
+        refused = self.view.claim_refusal(consumer_uuid, allocations)
+        if refused is not None:
+            # what Placement's PUT /allocations answers: 409, the claimer tries the next host
+            self.refused += 1
+            raise ClaimConflict(f"the replay's Placement refuses the claim: {refused}", status=409)
         if consumer_uuid in self.claims:
             # a move of an instance the replay placed: its claim moves (the source counted
             # while the destination was chosen, as nova's migration allocation does)

@@ -27,7 +27,8 @@ from oslo_utils import timeutils
 import db
 from db import models
 from scheduler.conf import CONF
-from scheduler.objects import Flavor, RequestSpec
+from scheduler.exceptions import NoValidHost
+from scheduler.objects import Flavor, InstanceGroup, RequestSpec
 from scheduler.resources import numa
 from scheduler.rpc.context import RequestContext
 from tests.functional.fixtures_cloud import (
@@ -300,6 +301,63 @@ def test_the_report_in_words(cloud, booted, tmp_path):
     assert "hosts used" in text and "RAM used %" in text
     assert "Changed decisions (3 of" in text
     assert " -> " in text
+
+
+# -- a request Placement refused part of ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def full_cloud(tmp_path_factory) -> Iterator[tuple[Cloud, str]]:
+    with _recording_cloud(Path(tmp_path_factory.mktemp("replay-full")), "replay-full") as made:
+        yield made
+
+
+def _room_mb(placement: Any) -> int:
+    """The most RAM any compute node's provider can still take, as Placement counts it."""
+    room = 0
+    for rp in placement.list_providers():
+        inv = placement.get_inventories(rp["uuid"]).get("MEMORY_MB")
+        if inv is None:
+            continue
+        used = placement.get_usages(rp["uuid"]).get("MEMORY_MB", 0)
+        limit = (inv["total"] - inv.get("reserved", 0)) * inv.get("allocation_ratio", 1.0)
+        room = max(room, int(limit) - used)
+    return room
+
+
+def test_a_replay_never_places_beyond_what_placement_accepts(full_cloud, tmp_path):
+    """An affinity group of four, each a third of the roomiest host and a little more: the
+    first instances are claimed on one host, Placement refuses the next, and nova's answer is
+    NoValidHost. The replay's Placement must refuse it as the real one did, with the
+    configuration unchanged and with another."""
+    cloud, store = full_cloud
+    big = Flavor(
+        name="m1.third", flavorid="t3", vcpus=1, memory_mb=_room_mb(cloud.placement) // 3 + 1
+    )
+    uuids = [str(uuidlib.uuid4()) for _ in range(4)]
+    group = InstanceGroup(uuid=str(uuidlib.uuid4()), policy="affinity", members=list(uuids))
+    spec = RequestSpec(
+        flavor=big,
+        num_instances=4,
+        instance_group=group,
+        scheduler_hints={"group": [group.uuid]},
+        project_id=PROJECT,
+        user_id=USER,
+    )
+    ctx = RequestContext(user_id=USER, project_id=PROJECT, request_id=f"req-{uuids[0]}")
+    with pytest.raises(NoValidHost):
+        cloud.client.select_destinations(ctx, spec, uuids, return_objects=True)
+    _wait_for_records(store, 1)
+    for what_if in ({}, {"ram_weight_multiplier": -1.0}):
+        report = _replay(cloud, store, tmp_path, **what_if)
+        (call,) = report["calls"]
+        assert call["recorded"]["outcome"] == "no_valid_host"
+        assert call["replayed"]["outcome"] == "no_valid_host", call
+        assert report["after"]["placed"] == 0
+    # Placement holds nothing of the request: the live run rolled its claims back, the
+    # replays claimed nothing
+    for uuid in uuids:
+        assert cloud.placement.get_allocations_for_consumer(uuid)["allocations"] == {}
 
 
 # -- a fleet with NUMA hosts ---------------------------------------------------------------

@@ -662,6 +662,24 @@ def test_assume_counts_an_own_claim_at_once():
     assert view.used_total == 0 and view.alloc_rows_total == 0
 
 
+def test_claim_refusal_is_placements_check_of_a_put_allocations():
+    # 8 VCPU at ratio 2.0 with 2 reserved: room for 12; 5 already used by someone else
+    inv = {"VCPU": Inventory(8, reserved=2, step_size=1, max_unit=8, allocation_ratio=2.0)}
+    view = loaded([rec("a", inv=inv, allocations={"other": {"VCPU": 5}})])
+    assert view.claim_refusal("c1", claim({"a": {"VCPU": 7}})) is None
+    view.assume("c1", claim({"a": {"VCPU": 7}}))
+    # the view's own claims count: 12 used, nothing more fits
+    assert "exceeds its capacity 12" in view.claim_refusal("c2", claim({"a": {"VCPU": 1}}))
+    # a consumer's claim replaces its own, as PUT /allocations does
+    assert view.claim_refusal("c1", claim({"a": {"VCPU": 6}})) is None
+    assert "max_unit 8" in view.claim_refusal("c3", claim({"a": {"VCPU": 9}}))
+    assert "no MEMORY_MB inventory" in view.claim_refusal("c3", claim({"a": {"MEMORY_MB": 1}}))
+    assert "not found" in view.claim_refusal("c3", claim({"nowhere": {"VCPU": 1}}))
+    stepped = loaded([rec("s", inv={"DISK_GB": Inventory(100, step_size=10)})])
+    assert "step_size 10" in stepped.claim_refusal("c", claim({"s": {"DISK_GB": 15}}))
+    assert stepped.claim_refusal("c", claim({"s": {"DISK_GB": 20}})) is None
+
+
 def test_assume_does_not_count_twice_what_the_read_already_has():
     view = loaded([rec("a", gen=5, allocations={"c1": {"VCPU": 4}})])
     view.assume("c1", claim({"a": {"VCPU": 4}}))
