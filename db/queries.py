@@ -392,7 +392,14 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     # cell database
     "compute_nodes": (*ComputeNodeRow._fields, "deleted_at"),
     "services": ServiceRow._fields,
-    "instances": ("uuid", "host", "instance_type_id", "deleted"),
+    "instances": (
+        "uuid",
+        "host",
+        "instance_type_id",
+        "deleted",
+        "created_at",
+        "launched_at",
+    ),
     "instance_system_metadata": ("instance_uuid", "key", "value", "deleted"),
     "instance_extra": ("instance_uuid", "numa_topology", "deleted"),
 }
@@ -690,6 +697,25 @@ def get_instance_numa_topologies(cell_engine: Engine, uuids: list[str]) -> dict[
                 )
             )
             out.update((uuid, text) for uuid, text in rows if text)
+    return out
+
+
+def get_instance_builds(
+    cell_engine: Engine, uuids: list[str]
+) -> dict[str, tuple[datetime.datetime | None, datetime.datetime | None]]:
+    """``{instance uuid: (created_at, launched_at)}`` of the instances among ``uuids`` that
+    the cell has a row of (deleted ones too: they were built before they went). nova-compute
+    sets ``launched_at`` when the build finished; None: not finished (or never)."""
+    inst = models.instances
+    out: dict[str, tuple[datetime.datetime | None, datetime.datetime | None]] = {}
+    with cell_engine.connect() as conn:
+        for chunk in chunked(list(uuids)):
+            rows = conn.execute(
+                sa.select(inst.c.uuid, inst.c.created_at, inst.c.launched_at).where(
+                    inst.c.uuid.in_(chunk)
+                )
+            )
+            out.update((uuid, (created, launched)) for uuid, created, launched in rows)
     return out
 
 

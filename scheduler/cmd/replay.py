@@ -134,6 +134,8 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
         fleet = ReplayFleet(hosts, manager, refresher.view)
         specs, allocations = _recorded_instances(recorded, refresher.view, placement)
         taken = fleet.take_out(specs, allocations, _numa_topologies(manager, hosts, specs))
+        # instances still building count as building, as the service saw them
+        fleet.builds = _builds(manager, specs)
         yield fleet, taken, unread
     finally:
         refresher.stop()
@@ -189,6 +191,22 @@ def _numa_topologies(manager: Any, hosts: list[Any], specs: dict[str, Any]) -> d
         except sa.exc.SQLAlchemyError as exc:
             raise Failed(f"cannot read the instances of cell {cell.name}: {first_line(exc)}")
     return out
+
+
+def _builds(manager: Any, specs: dict[str, Any]) -> Any:
+    """How long each recorded instance was building (``scheduler.replay.Builds``): its row's
+    ``created_at`` and ``launched_at`` in whichever cell has it."""
+    import db
+    from scheduler.replay import Builds
+
+    rows: dict[str, Any] = {}
+    for cell in manager.enabled_cells.values():
+        try:
+            engine = db.get_engine(cell.database_connection)
+            rows.update(db.get_instance_builds(engine, list(specs)))
+        except sa.exc.SQLAlchemyError as exc:
+            raise Failed(f"cannot read the instances of cell {cell.name}: {first_line(exc)}")
+    return Builds(rows=rows, max_age=CONF.scheduler.consumption_max_age or None, known=True)
 
 
 def _driver(fleet: Any) -> Any:

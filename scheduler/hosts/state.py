@@ -33,7 +33,7 @@ import operator
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, NoReturn
 
 from oslo_concurrency import lockutils
@@ -228,6 +228,9 @@ class Consumption:
     network_metadata: Any = None
     # this scheduler claimed it in Placement: Placement must hold it while it is counted
     claimed: bool = False
+    # it counts as an I/O operation on the host (nova counts a building instance in
+    # ``num_io_ops``); False: its build finished (a replay's instance its compute built)
+    building: bool = True
 
     @classmethod
     def of(
@@ -641,6 +644,27 @@ class HostState:
         wanted = {keys} if isinstance(keys, str) else set(keys)
         return self._release(lambda key, c: key in wanted, reason)
 
+    def finish_builds(self, keys: Iterable[str]) -> int:
+        """The builds of these consumptions finished: they stay counted, no longer as an I/O
+        operation (a replay's instances, which their computes reported built; under this
+        host's lock). Returns how many changed."""
+        wanted = {keys} if isinstance(keys, str) else set(keys)
+        with self._lock:
+            pending = self._pending
+            if not pending:
+                return 0
+            built = {
+                key: replace(c, building=False)
+                for key, c in pending.items()
+                if key in wanted and c.building
+            }
+            if not built:
+                return 0
+            self._restore({key: built.get(key, c) for key, c in pending.items()})
+            if self._table is not None:
+                self._mirror()
+        return len(built)
+
     def expire_consumption(self, max_age: float, now: datetime.datetime | None = None) -> int:
         """Release the consumptions made ``max_age`` seconds or more before ``now``: their
         compute never reported them (``[scheduler] consumption_max_age``)."""
@@ -739,7 +763,8 @@ class HostState:
             self.free_disk_mb -= (flavor.root_gb + flavor.ephemeral_gb) * 1024
             self.vcpus_used += flavor.vcpus
             self.num_instances += 1
-            self.num_io_ops += 1
+            if entry.building:
+                self.num_io_ops += 1
             pci_cells = _PciCells(self, entry)
             before = self.numa_topology
             if before is not None:

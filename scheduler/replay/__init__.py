@@ -7,9 +7,18 @@ configuration, claiming nothing (``novasched-manage replay``; docs/operations.md
 """
 
 from scheduler.replay.fleet import NotReplayable, ReplayFleet, ReplayPlacement, TakenOut
-from scheduler.replay.run import Recorded, Replayed, ReplayReport, Spread, replay, spread
+from scheduler.replay.run import (
+    Builds,
+    Recorded,
+    Replayed,
+    ReplayReport,
+    Spread,
+    replay,
+    spread,
+)
 
 __all__ = [
+    "Builds",
     "NotReplayable",
     "Recorded",
     "ReplayFleet",

@@ -139,8 +139,10 @@ class ReplayFleet:
         self.view = view
         view.max_age = float("inf")  # never refreshed: always the replay's truth
         self.placement = ReplayPlacement(view)
-        self._building: list[HostState] = []  # hosts the last request consumed on
         self._placed: dict[str, HostState] = {}  # instance uuid -> where the replay put it
+        # how long the recorded instances were building (``run.Builds``, read from the
+        # cells by whoever builds the fleet); None: built by the next request
+        self.builds: Any = None
 
     @property
     def hosts(self) -> list[HostState]:
@@ -256,20 +258,11 @@ class ReplayFleet:
         if hs.instances is None:
             hs.instances = {}
         hs.instances.setdefault(key, None)
-        self._building.append(hs)
         self._placed[key] = hs
 
     def placed_on(self, instance_uuid: str) -> HostState | None:
         """The host the replay last put the instance on (None: not placed by the replay)."""
         return self._placed.get(instance_uuid)
-
-    def settle(self) -> None:
-        """Between two requests: the instances the last one placed are built. nova counts
-        an I/O operation on a host while an instance builds there, until the compute's next
-        report; recorded requests seconds or hours apart each saw those reports, so the
-        replay clears what it counted before the next request."""
-        settle(self._building)
-        self._building = []
 
     def release_consumer(self, consumer: str, compute_uuid: str) -> None:
         """Nothing else consumes on the copies."""
@@ -308,13 +301,6 @@ def leave(hs: HostState, instance_uuid: str) -> None:
     hs.release_consumption(instance_uuid, "moved")
     if hs.instances:
         hs.instances.pop(instance_uuid, None)
-
-
-def settle(hosts: Iterable[HostState]) -> None:
-    """Each instance consumed on ``hosts`` (a host once per instance) built: the I/O
-    operation nova counted for it is over."""
-    for hs in hosts:
-        hs.num_io_ops = max(0, (hs.num_io_ops or 0) - 1)
 
 
 def _give_back(hs: HostState, flavor: Flavor) -> None:

@@ -18,9 +18,12 @@ fleet is the one they were made on and the decisions did not depend on chance
 
 from __future__ import annotations
 
+import datetime
+import heapq
+import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -29,7 +32,7 @@ from scheduler.exceptions import NoValidHost
 from scheduler.hosts.state import HostState
 from scheduler.objects import RequestSpec
 from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord
-from scheduler.replay.fleet import NotReplayable, ReplayFleet, leave, settle
+from scheduler.replay.fleet import NotReplayable, ReplayFleet, leave
 
 LOG = logging.getLogger(__name__)
 
@@ -63,6 +66,44 @@ class Recorded:
             return cls(record, decode(spec))
         except Exception as exc:  # a record this version cannot read: skipped, said why
             return cls(record, None, f"the recorded request cannot be read: {exc}")
+
+
+@dataclass(slots=True)
+class Builds:
+    """How long each recorded instance was still building while the service decided the
+    requests after it: nova counts a building instance as an I/O operation on its host
+    (``num_io_ops``, read by the IoOpsFilter and IoOpsWeigher), and the service counted the
+    instances it placed until their compute reported them. A replay that counted every
+    instance as built by the next request would see other hosts than the service saw.
+
+    ``rows``: per recorded instance its cell has a row of, ``(created_at, launched_at)``
+    (``db.get_instance_builds``); ``max_age``: ``[scheduler] consumption_max_age``.
+    ``Builds()`` (nothing known) counts each instance built by the next request."""
+
+    rows: Mapping[str, tuple[datetime.datetime | None, datetime.datetime | None]] = field(
+        default_factory=dict
+    )
+    max_age: float | None = None
+    known: bool = False  # rows were read: an instance without one was never reported
+
+    def until(self, uuid: str, placed_at: datetime.datetime) -> datetime.datetime | None:
+        """When the instance placed at ``placed_at`` stopped building (None: it was still
+        building when the window ended)."""
+        if not self.known:
+            return placed_at
+        row = self.rows.get(uuid)
+        if row is not None:
+            created, launched = row
+            if launched is not None:
+                return max(launched, placed_at)  # nova-compute finished its build then
+            if created is not None and created > placed_at:
+                # a row written after the decision: the compute reported it built then
+                return created
+            return None  # not finished: its compute counts it as building
+        if self.max_age:
+            # no compute reported it: the service counted it until consumption_max_age
+            return placed_at + datetime.timedelta(seconds=self.max_age)
+        return None
 
 
 @dataclass(slots=True)
@@ -185,11 +226,20 @@ class ReplayReport:
         }
 
 
-def replay(driver: Any, fleet: ReplayFleet, recorded: Sequence[Recorded]) -> ReplayReport:
+def replay(
+    driver: Any, fleet: ReplayFleet, recorded: Sequence[Recorded], builds: Builds | None = None
+) -> ReplayReport:
     """Replay ``recorded`` (any order: they run oldest first) on ``fleet`` through
     ``driver``; nothing is claimed outside the fleet. The recorded instances must already be
-    taken out of the fleet (``ReplayFleet.take_out``)."""
+    taken out of the fleet (``ReplayFleet.take_out``). ``builds``: how long each instance
+    was building, as the service saw it (default: the fleet's ``builds``, else built by
+    the next request)."""
     started = time.perf_counter()
+    builds = builds or fleet.builds or Builds()
+    # (when its build finished, order, instance uuid, host copy) of the instances still
+    # counted as building, on the replayed fleet and on the recorded decisions' copy
+    building: list[tuple[datetime.datetime, int, str, HostState]] = []
+    order = itertools.count()
     ordered = sorted(recorded, key=lambda r: (r.record.created_at, r.record.id or 0))
     report = ReplayReport(notes=_chance_notes(driver.conf))
     before = fleet.copy_hosts()
@@ -210,14 +260,26 @@ def replay(driver: Any, fleet: ReplayFleet, recorded: Sequence[Recorded]) -> Rep
         if call.skipped:
             continue
         spec = item.spec
+        at = item.record.created_at
+        # the builds that had finished when this request arrived
+        while building and building[0][0] <= at:
+            _, _, uuid, hs = heapq.heappop(building)
+            hs.finish_builds([uuid])
         # a move or a reschedule places an instance again: once it has a new host, it
         # leaves the one it was on (which counted while the new one was chosen, as in nova)
         was_laid = {u: laid[u] for u in call.instance_uuids if u in laid}
         was_replayed = {u: fleet.placed_on(u) for u in call.instance_uuids}
-        _lay(spec, call, by_node, laid)
+        placed = _lay(spec, call, by_node, laid)
         _regroup(spec, recorded_at, replayed_at)
         _run(driver, spec, call)
-        fleet.settle()
+        for uuid, where in zip(call.instance_uuids, call.replayed, strict=False):
+            hs = fleet.placed_on(uuid) if where else None
+            if hs is not None:
+                placed.append((uuid, hs))
+        for uuid, hs in placed:
+            until = builds.until(uuid, at)
+            if until is not None:
+                heapq.heappush(building, (until, next(order), uuid, hs))
         for uuid, hs in was_laid.items():
             if laid[uuid] is not hs:
                 leave(hs, uuid)
@@ -256,10 +318,10 @@ def _call(rec: DecisionRecord) -> Replayed:
 
 def _lay(
     spec: RequestSpec, call: Replayed, by_node: dict[str, HostState], laid: dict[str, HostState]
-) -> None:
-    """The recorded decision, consumed on the copy the replay is compared with (built by
-    the next request, as the replay's own: ``ReplayFleet.settle``)."""
-    built = []
+) -> list[tuple[str, HostState]]:
+    """The recorded decision, consumed on the copy the replay is compared with; the
+    instances laid and their hosts (building, as the replay's own)."""
+    placed = []
     for uuid, where in zip(call.instance_uuids, call.recorded, strict=False):
         hs = by_node.get(where or "")
         if hs is None:
@@ -269,8 +331,8 @@ def _lay(
             hs.instances = {}
         hs.instances.setdefault(uuid, None)
         laid[uuid] = hs
-        built.append(hs)
-    settle(built)
+        placed.append((uuid, hs))
+    return placed
 
 
 def _regroup(spec: RequestSpec, recorded_at: dict[str, str], replayed_at: dict[str, str]) -> None:

@@ -303,6 +303,33 @@ def test_the_report_in_words(cloud, booted, tmp_path):
     assert " -> " in text
 
 
+# -- instances no compute reported yet ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def building_cloud(tmp_path_factory) -> Iterator[tuple[Cloud, str]]:
+    """A cloud whose boots no compute reports (builds that had not finished, or the demo's
+    fleet, which has no computes): the service counted every one as building on its host
+    while it decided the next."""
+    with _recording_cloud(Path(tmp_path_factory.mktemp("replay-building")), "building") as made:
+        cloud, store = made
+        for _ in range(BOOTS):
+            uuid = str(uuidlib.uuid4())
+            ctx = RequestContext(user_id=USER, project_id=PROJECT, request_id=f"req-{uuid}")
+            spec = RequestSpec(flavor=FLAVOR, num_instances=1, project_id=PROJECT, user_id=USER)
+            cloud.client.select_destinations(ctx, spec, [uuid], return_objects=True)
+        _wait_for_records(store, BOOTS)
+        yield made
+
+
+def test_instances_still_building_count_as_building_in_the_replay(building_cloud, tmp_path):
+    report = _replay(*building_cloud, tmp_path)
+    counts = report["counts"]
+    assert (counts["replayed"], counts["changed"]) == (BOOTS, 0), [
+        c for c in report["calls"] if c["changed"]
+    ]
+
+
 # -- a request Placement refused part of ------------------------------------------------
 
 

@@ -42,6 +42,7 @@ EXERCISED = {
     "get_compute_services",
     "get_instance_uuids_by_host",
     "get_instance_details_by_host",
+    "get_instance_builds",
     "get_instance_numa_topologies",
     "get_minimum_service_version",
     "get_flavors",
@@ -121,7 +122,13 @@ def _seed(api: sa.Engine, cell: sa.Engine) -> None:
         )
         conn.execute(
             models.instances.insert().values(
-                uuid="i1", host="h1", node="h1", instance_type_id=1, deleted=0
+                uuid="i1",
+                host="h1",
+                node="h1",
+                instance_type_id=1,
+                deleted=0,
+                created_at=EARLIER,
+                launched_at=NOW,
             )
         )
         conn.execute(
@@ -177,6 +184,7 @@ def _run_every_read(api: sa.Engine, cell: sa.Engine) -> None:
     details = queries.get_instance_details_by_host(cell, ["h1"])
     assert details["h1"]["i1"]["image_properties"] == {"hw_architecture": "x86_64"}
     assert queries.get_instance_numa_topologies(cell, ["i1", "i2"]) == {"i1": '{"cells": []}'}
+    assert queries.get_instance_builds(cell, ["i1", "i2"]) == {"i1": (EARLIER, NOW)}
     assert queries.get_minimum_service_version(cell) == 74
 
 

@@ -329,3 +329,23 @@ def test_a_request_group_is_replayed_and_what_the_view_cannot_answer_is_skipped_
     report, _, _ = replay_on_today(records, view_max_age=-1.0)
     assert report.counts()["replayed"] == 0
     assert all("provider view is" in call.skipped for call in report.calls)
+
+
+def test_builds_say_how_long_the_service_saw_an_instance_building():
+    from scheduler.replay import Builds
+
+    t = datetime.datetime(2026, 11, 29, 12, 0, 0)
+    later = t + datetime.timedelta(seconds=40)
+    earlier = t - datetime.timedelta(seconds=5)
+    builds = Builds(
+        rows={"launched": (earlier, later), "building": (earlier, None), "reported": (later, None)},
+        max_age=120,
+        known=True,
+    )
+    assert builds.until("launched", t) == later  # its compute finished the build then
+    assert builds.until("building", t) is None  # still building when the window ended
+    assert builds.until("reported", t) == later  # a row written after the decision
+    # no compute ever reported it: the service counted it until consumption_max_age
+    assert builds.until("unreported", t) == t + datetime.timedelta(seconds=120)
+    assert Builds(known=True).until("unreported", t) is None
+    assert Builds().until("anything", t) == t  # nothing known: built by the next request
