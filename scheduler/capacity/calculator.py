@@ -41,6 +41,7 @@ from typing import Any
 from oslo_utils import timeutils
 
 from placement_client import query
+from scheduler.capacity.scope import missing_cells
 from scheduler.exceptions import InvalidRequest, NoValidHost
 from scheduler.hosts import table as host_table
 from scheduler.hosts.state import HostState
@@ -71,6 +72,13 @@ class FlavorCapacity:
     cause: str = ""
     source: str = ""  # where the candidates came from: "view" or "placement"
     elapsed: float = 0.0
+    # the cells that could not be read while the figures were counted: their hosts are not
+    # in them (the figures are partial)
+    missing_cells: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.missing_cells)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +91,8 @@ class FlavorCapacity:
             "reason": self.reason or None,
             "source": self.source or None,
             "elapsed_ms": round(self.elapsed * 1000, 3),
+            "partial": self.partial,
+            "missing_cells": list(self.missing_cells),
         }
 
 
@@ -107,6 +117,8 @@ class CapacityCalculator:
         self._free: list[tuple[HostState, dict[str, float]]] | None = None
         # root provider uuid -> free per resource class, from the provider view
         self._view_free: dict[str, dict[str, float]] | None = None
+        # the cells missing from the scope's hosts (stranded capacity is counted on them)
+        self._scope_missing: set[str] = set()
 
     # -- per flavor ----------------------------------------------------------------------------
     def flavor(self, flavor: Flavor) -> FlavorCapacity:
@@ -125,6 +137,7 @@ class CapacityCalculator:
             out.source = req.trace.candidate_source
             summaries = candidates.provider_summaries
             fits, out.reason = self._fits(req, hosts, summaries)
+        missing = set(missing_cells(getattr(self.driver, "host_manager", None)))
         default_az = self.driver.conf.default_availability_zone
         for host, n in fits:
             if not n:
@@ -141,6 +154,7 @@ class CapacityCalculator:
             out.reason = ""
         counted = {(h.host, h.nodename): n for h, n in fits if n}
         out.stranded = self._stranded(req, counted, summaries)
+        out.missing_cells = sorted(missing | self._scope_missing)
         out.elapsed = time.perf_counter() - started
         return out
 
@@ -214,6 +228,7 @@ class CapacityCalculator:
                 self._context(), self._spec(Flavor(name="scope", vcpus=0, memory_mb=0))
             )
             hosts = self.driver.all_hosts(req)
+            self._scope_missing = set(missing_cells(getattr(self.driver, "host_manager", None)))
             # ComputeFilter's rule, without its warnings about the hosts that are down
             window = host_table.heartbeat_bounds(
                 timeutils.utcnow(), self.driver.conf.service_down_time

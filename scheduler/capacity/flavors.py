@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import db
+from scheduler.capacity.scope import UnknownName
 from scheduler.exceptions import ConfigurationError
 from scheduler.objects import Flavor
 
 
-class UnknownFlavors(ValueError):
-    """Flavors asked for by name that the API database does not hold."""
+class UnknownFlavors(UnknownName):
+    """Flavors asked for by name or id that the API database does not hold; the message
+    lists the names it holds."""
 
-    def __init__(self, names: list[str]):
-        self.names = names
-        super().__init__(f"no such flavor: {', '.join(names)}")
+    def __init__(self, names: list[str], known: list[str]):
+        super().__init__("flavor", names, known)
 
 
 def load_flavors(conf: Any, names: list[str] | None = None) -> list[Flavor]:
@@ -26,12 +27,16 @@ def load_flavors(conf: Any, names: list[str] | None = None) -> list[Flavor]:
         raise ConfigurationError(
             "[api_database] connection must be set: the flavors are read from nova's API database"
         )
-    rows = db.get_flavors(db.get_engine(url), list(names) if names else None)
+    engine = db.get_engine(url)
+    rows = db.get_flavors(engine, list(names) if names else None)
     if names:
+        # exactly, case included, as nova matches them (MySQL's collation does not)
         found = {r["name"] for r in rows} | {r["flavorid"] for r in rows}
         missing = [n for n in names if n not in found]
         if missing:
-            raise UnknownFlavors(missing)
+            every = db.get_flavors(engine, include_private=True, include_disabled=True)
+            raise UnknownFlavors(missing, [r["name"] for r in every if r["name"]])
+        rows = [r for r in rows if r["name"] in names or r["flavorid"] in names]
     return [flavor_of(r) for r in rows]
 
 

@@ -27,10 +27,27 @@ def stranded_classes(figures: Sequence[FlavorCapacity]) -> list[str]:
     return first + sorted(present - set(first))
 
 
+def missing_cells(figures: Sequence[FlavorCapacity]) -> list[str]:
+    """The cells missing from any of ``figures`` (empty: the figures are whole)."""
+    return sorted({cell for f in figures for cell in f.missing_cells})
+
+
+def partial_line(figures: Sequence[FlavorCapacity]) -> str:
+    """What the figures lack, in one line ("" when they lack nothing)."""
+    cells = missing_cells(figures)
+    if not cells:
+        return ""
+    return (
+        f"PARTIAL: cell(s) {', '.join(cells)} could not be read: their hosts are not counted "
+        "in these figures"
+    )
+
+
 def text(figures: Sequence[FlavorCapacity], *, by_aggregate: bool = False) -> str:
     """One row per flavor: how many more fit in total and per AZ (or per aggregate), and
     the stranded capacity per resource class any flavor has (``stranded_classes``; "-"
-    where a flavor asks none of it); then why for each flavor that fits nowhere."""
+    where a flavor asks none of it); then why for each flavor that fits nowhere. Figures
+    counted without some cells say so first."""
     part = "by_aggregate" if by_aggregate else "by_az"
     columns = sorted({name for f in figures for name in getattr(f, part)})
     classes = stranded_classes(figures)
@@ -60,6 +77,9 @@ def text(figures: Sequence[FlavorCapacity], *, by_aggregate: bool = False) -> st
     source = sorted({f.source for f in figures if f.source})
     if source:
         lines += ["", f"Candidates from: {', '.join(source)}"]
+    partial = partial_line(figures)
+    if partial:
+        lines = [partial, "", *lines]
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ capacity, the decision records and their replay, the demo, and the readiness che
         [--request FILE] [--all-hosts] [--format text|json]
     novasched-manage --config-file nova.conf capacity [--flavor NAME ...] [--az AZ]
         [--aggregate NAME] [--project-id ID] [--by-aggregate] [--json] [--plot FILE.png]
+        [--allow-partial]
     novasched-manage --config-file nova.conf decision show INSTANCE_UUID|REQUEST_ID [--json]
     novasched-manage --config-file nova.conf decision list [--host H] [--since T] [--until T]
         [--limit N] [--json]
@@ -22,10 +23,15 @@ capacity, the decision records and their replay, the demo, and the readiness che
     novasched-manage demo [...]
 
 The config files are read with oslo.config under project "nova" (nova.conf as it is);
-``[api_database] connection`` locates the API database and cell_mappings the cells. Every
-error is one line on stderr and a non-zero exit status (``--debug`` adds the traceback).
-``check`` exits 0 when everything is OK, 1 on a warning, 2 on a failure. Long commands
-(``fleet load``, ``check``) draw a progress bar when standard output is a terminal.
+``[api_database] connection`` locates the API database and cell_mappings the cells. Before
+a command runs, its configuration is checked as the service reads it (``config_check``: a
+bad value, an unknown option in a group novasched reads), and a command that reads the
+cloud checks that its databases are there (an SQLite path is never created by a read).
+Every error is one line on stderr and a non-zero exit status (``--debug`` adds the
+traceback). ``check`` exits 0 when everything is OK, 1 on a warning, 2 on a failure;
+``capacity`` exits 3 after printing figures some cells are missing from, unless
+``--allow-partial``. Long commands (``fleet load``, ``check``) draw a progress bar when
+standard output is a terminal.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from sqlalchemy.engine import make_url
 
 import db
 from scheduler.cmd import (
+    config_check,
     decisions,
     hide_eventlet_deprecation,
     positive_int,
@@ -60,6 +67,8 @@ from scheduler.hosts.table import service_is_up
 
 LOG = logging.getLogger(__name__)
 PROG = "novasched-manage"
+# capacity's figures were printed, but some cells could not be read (no --allow-partial)
+EXIT_PARTIAL = 3
 
 
 class CommandError(Exception):
@@ -93,13 +102,36 @@ def _check_url(url: str, what: str) -> str:
     return url
 
 
-def _api_engine() -> sa.Engine:
+def _api_engine(*, create: bool = False) -> sa.Engine:
+    """The API database's engine; it must exist unless the command ``create``s it (SQLite
+    would create an empty file where the URL points)."""
     url = CONF.api_database.connection
     if not url:
         raise CommandError(
             "no API database: set [api_database] connection in the file given with --config-file"
         )
-    return db.get_engine(_check_url(url, "[api_database] connection"))
+    _check_url(url, "[api_database] connection")
+    if not create:
+        config_check.require_database(url, "the API database ([api_database] connection)")
+    return db.get_engine(url)
+
+
+@contextlib.contextmanager
+def _database_errors(what: str, url: str | None = None) -> Iterator[None]:
+    """A database error inside the block becomes a one-line error naming the database
+    (``what``, and its URL without the password)."""
+    try:
+        yield
+    except sa.exc.SQLAlchemyError as exc:
+        where = f"{what} ({_safe_url(url)})" if url else what
+        raise CommandError(f"{where}: {_database_error(exc)}") from exc
+
+
+def _database_error(exc: sa.exc.SQLAlchemyError) -> str:
+    orig = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    if any(s in orig for s in ("no such table", "doesn't exist", "does not exist")):
+        orig += " (run 'novasched-manage db sync' first)"
+    return orig
 
 
 def _cell0_url(url: str) -> str:
@@ -116,14 +148,18 @@ def _cell0_url(url: str) -> str:
     return parsed.set(database=new).render_as_string(hide_password=False)
 
 
-def _resolve_cells(api_engine: sa.Engine, wanted: Sequence[str] | None) -> list[dict[str, Any]]:
-    """The cells named (by name or uuid) in ``wanted``, else every enabled non-cell0 cell."""
-    cells = [c for c in _cell_mappings(api_engine) if c["uuid"] != db.CELL0_UUID]
+def _resolve_cells(
+    api_engine: sa.Engine, wanted: Sequence[str] | None, *, create: bool = False
+) -> list[dict[str, Any]]:
+    """The cells named (by name or uuid) in ``wanted``, else every enabled non-cell0 cell;
+    their databases must exist unless the command ``create``s them."""
+    with _database_errors("the API database", CONF.api_database.connection):
+        cells = [c for c in _cell_mappings(api_engine) if c["uuid"] != db.CELL0_UUID]
     if not wanted:
         chosen = [c for c in cells if not c["disabled"]]
         if not chosen:
             raise CommandError("no cells are mapped: run 'cell create' first")
-        return _usable(chosen)
+        return _usable(chosen, create)
     out = []
     for w in wanted:
         match = [c for c in cells if w in (c["name"], c["uuid"])]
@@ -131,7 +167,7 @@ def _resolve_cells(api_engine: sa.Engine, wanted: Sequence[str] | None) -> list[
             names = ", ".join(c["name"] or c["uuid"] for c in cells) or "none"
             raise CommandError(f"unknown cell {w!r} (known cells: {names})")
         out.extend(m for m in match if m not in out)
-    return _usable(out)
+    return _usable(out, create)
 
 
 def _cell_mappings(api_engine: sa.Engine) -> list[dict[str, Any]]:
@@ -144,11 +180,17 @@ def _cell_mappings(api_engine: sa.Engine) -> list[dict[str, Any]]:
     )
 
 
-def _usable(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _usable(cells: list[dict[str, Any]], create: bool = True) -> list[dict[str, Any]]:
     for cell in cells:
         if cell.get("template_error"):
             raise CommandError(cell["template_error"])
+        if not create:
+            config_check.require_database(cell["database_connection"], _cell_label(cell))
     return cells
+
+
+def _cell_label(cell: dict[str, Any]) -> str:
+    return f"the database of cell {cell['name'] or cell['uuid']}"
 
 
 # ------------------------------------------------------------------------------ commands
@@ -171,15 +213,18 @@ def _register_database_opts() -> None:
 
 
 def cmd_db_sync(args: argparse.Namespace) -> int:
-    api = _api_engine()
-    db.create_schema(api, "api")
+    api = _api_engine(create=True)
+    with _database_errors("the API database", CONF.api_database.connection):
+        db.create_schema(api, "api")
     print(f"API database ready: {_safe_url(api.url.render_as_string(hide_password=False))}")
     if args.api_only:
         return 0
     urls: list[tuple[str, str]] = []
     if CONF.database.connection:
         urls.append(("[database] connection", CONF.database.connection))
-    for cell in _usable(_cell_mappings(api)):
+    with _database_errors("the API database", CONF.api_database.connection):
+        cells = _usable(_cell_mappings(api))
+    for cell in cells:
         urls.append((f"cell {cell['name'] or cell['uuid']}", cell["database_connection"]))
     done: set[str] = set()
     for label, url in urls:
@@ -187,7 +232,8 @@ def cmd_db_sync(args: argparse.Namespace) -> int:
         if url in done:
             continue
         done.add(url)
-        db.create_schema(url, "cell")
+        with _database_errors(f"the database of {label}", url):
+            db.create_schema(url, "cell")
         print(f"cell database ready ({label}): {_safe_url(url)}")
     return 0
 
@@ -204,8 +250,9 @@ def cmd_cell_create(args: argparse.Namespace) -> int:
             raise CommandError(f"--uuid is not a UUID: {args.uuid!r}")
     if not args.name.strip():
         raise CommandError("--name must not be empty")
-    api = _api_engine()
-    db.create_schema(api, "api")
+    api = _api_engine(create=True)
+    with _database_errors("the API database", CONF.api_database.connection):
+        db.create_schema(api, "api")
     cell0_url = args.cell0_database_connection or _cell0_url(CONF.database.connection or url)
     if db.ensure_cell0(api, _check_url(cell0_url, "cell0 database connection")):
         print(f"mapped cell0: {_safe_url(cell0_url)}")
@@ -222,6 +269,9 @@ def cmd_cell_create(args: argparse.Namespace) -> int:
 
 
 def cmd_cell_list(args: argparse.Namespace) -> int:
+    api = _api_engine()
+    with _database_errors("the API database", CONF.api_database.connection):
+        mappings = _cell_mappings(api)
     rows = [
         [
             c["name"],
@@ -230,7 +280,7 @@ def cmd_cell_list(args: argparse.Namespace) -> int:
             _safe_url(c["database_connection"]),
             c["disabled"],
         ]
-        for c in _cell_mappings(_api_engine())
+        for c in mappings
     ]
     print(_table(["name", "uuid", "transport_url", "database_connection", "disabled"], rows))
     return 0
@@ -257,7 +307,7 @@ def _placement_client(args: argparse.Namespace) -> Any:
 
 def cmd_fleet_load(args: argparse.Namespace) -> int:
     api = _api_engine()
-    cells = _resolve_cells(api, args.cells)
+    cells = _resolve_cells(api, args.cells, create=True)
     azs = [a.strip() for a in args.azs.split(",") if a.strip()] if args.azs is not None else None
     spec = fleet_mod.FleetSpec(
         hosts=args.hosts,
@@ -306,7 +356,8 @@ def cmd_fleet_heartbeat(args: argparse.Namespace) -> int:
     api = _api_engine()
     total = 0
     for c in _resolve_cells(api, args.cells):
-        total += db.touch_services(db.get_engine(c["database_connection"]))
+        with _database_errors(_cell_label(c), c["database_connection"]):
+            total += db.touch_services(db.get_engine(c["database_connection"]))
     print(f"heartbeat: {total} nova-compute services reported up")
     return 0
 
@@ -315,7 +366,9 @@ def cmd_host_list(args: argparse.Namespace) -> int:
     api = _api_engine()
     cells = _resolve_cells(api, [args.cell] if args.cell else None)
     az_of: dict[str, str] = {}
-    for agg in db.get_aggregates(api):
+    with _database_errors("the API database", CONF.api_database.connection):
+        aggregates = db.get_aggregates(api)
+    for agg in aggregates:
         az = agg["metadata"].get("availability_zone")
         if az:
             for h in agg["hosts"]:
@@ -324,8 +377,10 @@ def cmd_host_list(args: argparse.Namespace) -> int:
     rows = []
     for c in cells:
         engine = db.get_engine(c["database_connection"])
-        services = {s.host: s._asdict() for s in db.get_compute_services(engine)}
-        for cn in sorted(db.get_compute_nodes(engine), key=lambda r: r.host or ""):
+        with _database_errors(_cell_label(c), c["database_connection"]):
+            services = {s.host: s._asdict() for s in db.get_compute_services(engine)}
+            nodes = db.get_compute_nodes(engine)
+        for cn in sorted(nodes, key=lambda r: r.host or ""):
             svc = services.get(cn.host)
             status = "-" if svc is None else ("disabled" if svc["disabled"] else "enabled")
             rows.append(
@@ -415,8 +470,11 @@ def _one_shot_driver(all_hosts: bool) -> Iterator[Any]:
     from scheduler.hosts.manager import HostManager
 
     view: Any = False
+    # before anything opens them: a read must not create an SQLite file
+    config_check.require_databases(CONF)
     try:
-        host_manager = HostManager(CONF)
+        with _database_errors("the API database", CONF.api_database.connection):
+            host_manager = HostManager(CONF)
     except ConfigurationError as exc:
         raise CommandError(str(exc))
     try:
@@ -448,12 +506,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     import types
 
     from scheduler import explain
+    from scheduler.capacity import scope
     from scheduler.exceptions import InvalidRequest
 
     spec = _explain_spec(args)
     if args.project_id:
         spec.project_id = args.project_id
     with _one_shot_driver(args.all_hosts) as driver:
+        _check_scope(driver, availability_zone=spec.availability_zone)
         context = types.SimpleNamespace(
             request_id=f"req-explain-{uuidlib.uuid4()}",
             project_id=spec.project_id,
@@ -463,6 +523,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
             doc = explain.explain_request(driver, context, spec, all_hosts=args.all_hosts)
         except InvalidRequest as exc:
             raise CommandError(f"invalid request: {exc}")
+        # the hosts of a cell that could not be read were not considered
+        doc["missing_cells"] = scope.missing_cells(driver.host_manager)
     if args.format == "json":
         print(json.dumps(doc, indent=2))
     else:
@@ -477,13 +539,16 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     from scheduler.capacity import render
     from scheduler.exceptions import ConfigurationError
 
+    _api_engine()  # there, before the flavors are read from it
     try:
-        flavors = capacity.load_flavors(CONF, args.flavor)
+        with _database_errors("the API database", CONF.api_database.connection):
+            flavors = capacity.load_flavors(CONF, args.flavor)
     except (ConfigurationError, capacity.UnknownFlavors) as exc:
         raise CommandError(str(exc))
     if not flavors:
         raise CommandError("no public, enabled flavor in the API database (use --flavor)")
     with _one_shot_driver(False) as driver:
+        _check_scope(driver, availability_zone=args.az, aggregate=args.aggregate)
         calculator = capacity.CapacityCalculator(
             driver,
             availability_zone=args.az,
@@ -500,7 +565,27 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         print(json.dumps([f.as_dict() for f in figures], indent=2))
     else:
         print(render.text(figures, by_aggregate=args.by_aggregate))
+    missing = render.missing_cells(figures)
+    if missing and not args.allow_partial:
+        print(
+            f"{PROG}: error: the figures are partial: cell(s) {', '.join(missing)} could not "
+            "be read (--allow-partial accepts them)",
+            file=sys.stderr,
+        )
+        return EXIT_PARTIAL
     return 0
+
+
+def _check_scope(
+    driver: Any, *, availability_zone: str | None = None, aggregate: str | None = None
+) -> None:
+    """Refuse an availability zone or an aggregate the cloud does not know."""
+    from scheduler.capacity import scope
+
+    try:
+        scope.check_scope(driver, availability_zone=availability_zone, aggregate=aggregate)
+    except scope.UnknownName as exc:
+        raise CommandError(str(exc))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -677,6 +762,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cap.add_argument("--json", action="store_true", help="the figures as JSON")
     cap.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="exit 0 even when some cells could not be read (the figures say which are "
+        "missing; without this option the exit status is 3)",
+    )
+    cap.add_argument(
         "--plot",
         metavar="FILE.png",
         help="also draw the capacity per flavor and AZ into FILE.png (needs matplotlib: pip "
@@ -731,6 +822,17 @@ def _parse_config(args: argparse.Namespace) -> None:
         raise CommandError(f"bad configuration: {exc}")
 
 
+def _validate_config() -> None:
+    """Refuse a configuration the service would refuse, or that names an option novasched
+    does not know in a group it reads, before the command does anything."""
+    try:
+        unknown = config_check.validate(CONF)
+    except config_check.BadConfiguration as exc:
+        raise CommandError(f"bad configuration: {exc}")
+    for problem in unknown:
+        print(f"{PROG}: warning: {problem}: ignored (a plugin's option?)", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return the exit status (0 on success)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -760,18 +862,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return check.config_error(str(exc), as_json=args.json)
         try:
+            if args.func is not cmd_check:  # check reports what it finds row by row
+                _validate_config()
             return args.func(args)
         finally:
             CONF.clear()
-    except CommandError as exc:
+    except (CommandError, config_check.UnreadableDatabase) as exc:
         return _fail(str(exc), debug)
     except db.DatabaseError as exc:
         return _fail(str(exc), debug)
     except sa.exc.SQLAlchemyError as exc:
-        orig = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        if any(s in orig for s in ("no such table", "doesn't exist", "does not exist")):
-            orig += " (run 'novasched-manage db sync' first)"
-        return _fail(f"database error: {orig}", debug)
+        return _fail(f"database error: {_database_error(exc)}", debug)
     except BrokenPipeError:
         # the reader went away (``| head``): nothing left to say to it
         _silence_stdout()

@@ -23,11 +23,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from scheduler.cmd import positive_int, text_table
+from scheduler.cmd.config_check import UnreadableDatabase, require_databases
 from scheduler.cmd.decisions import NOT_FOUND, Failed, add_window, run_with_store, window
 from scheduler.conf import CONF
 from scheduler.exceptions import ConfigurationError
 from scheduler.records import SCHEDULED, DecisionStore
-from scheduler.records.store import first_line
+from scheduler.records.store import first_line, safe_url
 
 # recorded calls read at most (the newest ones)
 LIMIT = 10_000
@@ -79,12 +80,18 @@ def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
     if not records:
         raise Failed("no decision recorded to replay", NOT_FOUND)
     recorded = [Recorded.of(rec, request_spec_from_primitive) for rec in records]
-    with _fleet(recorded) as (fleet, taken, unread):
-        driver = _driver(fleet)
-        try:
-            report = replay(driver, fleet, recorded)
-        finally:
-            driver.stop()
+    # the store has been read: a database error from here on is another database's
+    try:
+        with _fleet(recorded) as (fleet, taken, unread):
+            driver = _driver(fleet)
+            try:
+                report = replay(driver, fleet, recorded)
+            finally:
+                driver.stop()
+    except sa.exc.SQLAlchemyError as exc:
+        raise Failed(
+            f"cannot read today's fleet from the API and cell databases: {first_line(exc)}"
+        )
     report.taken_out = taken
     for cell in unread:
         report.notes.append(f"cell {cell} could not be read: its hosts are not in the replay")
@@ -109,12 +116,17 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
     from scheduler.hosts.manager import HostManager
     from scheduler.replay import ReplayFleet
 
+    api_url = CONF.api_database.connection
     try:
+        # before anything opens them: a read must not create an SQLite file
+        require_databases(CONF)
         placement = client_from_conf(CONF)
         refresher = view_from_conf(CONF, placement)
         manager = HostManager(CONF)
-    except ConfigurationError as exc:
+    except (ConfigurationError, UnreadableDatabase) as exc:
         raise Failed(str(exc))
+    except sa.exc.SQLAlchemyError as exc:
+        raise Failed(f"cannot read the API database ({safe_url(api_url)}): {first_line(exc)}")
     if refresher is None:
         refresher = ViewRefresher(ProviderView(search=search_options(CONF)), ApiFeed(placement))
     try:

@@ -83,8 +83,15 @@ def _source(p: dict[str, Any]) -> str:
 
 
 def render_text(doc: dict[str, Any], limit: int = 10) -> str:
-    """The explain document for a terminal: ``limit`` host names per list."""
+    """The explain document for a terminal: ``limit`` host names per list. A document
+    built without some cells (``missing_cells``, added by the command) says so first."""
     lines: list[str] = []
+    missing = doc.get("missing_cells") or []
+    if missing:
+        lines.append(
+            f"PARTIAL: cell(s) {', '.join(missing)} could not be read: their hosts were not "
+            "considered"
+        )
     r = doc["request"]
     f = r["flavor"]
     what = (

@@ -233,3 +233,21 @@ def test_without_a_provider_view_a_class_counts_on_the_hosts_placement_summarise
 def test_what_one_instance_asks_is_what_placement_is_asked_summed_over_groups(extra_specs, asked):
     flavor = Flavor(name="f", vcpus=4, memory_mb=2048, root_gb=20, extra_specs=extra_specs)
     assert _asked(RequestSpec(flavor=flavor), CONF) == asked
+
+
+def test_figures_counted_while_a_cell_fails_name_it():
+    hosts = [make_host("h1"), make_host("h2")]
+    driver, _ = view_cloud(hosts)
+    flavor = Flavor(name="m1.small", vcpus=1, memory_mb=1024)
+    whole = CapacityCalculator(driver).flavor(flavor)
+    assert not whole.partial and whole.as_dict()["missing_cells"] == []
+
+    # the host manager says a cell's last read failed: its hosts are not in the figures
+    driver.host_manager.status = lambda: [
+        {"name": "cell1", "uuid": "c1", "hosts": 2, "last_ok_at": 1.0, "failing": False},
+        {"name": "cell2", "uuid": "c2", "hosts": 0, "last_ok_at": None, "failing": True},
+    ]
+    partial = CapacityCalculator(driver).flavor(flavor)
+    assert partial.partial and partial.missing_cells == ["cell2"]
+    assert partial.as_dict()["partial"] is True
+    assert partial.as_dict()["missing_cells"] == ["cell2"]

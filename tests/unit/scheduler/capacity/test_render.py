@@ -76,3 +76,17 @@ def test_the_plot_is_a_png(tmp_path):
 def test_a_plot_that_cannot_be_written_is_a_clear_error(tmp_path):
     with pytest.raises(render.PlotUnavailable, match="cannot write"):
         render.plot(FIGURES, str(tmp_path / "missing" / "capacity.png"))
+
+
+def test_partial_figures_say_which_cells_are_missing_first():
+    partial = [
+        FlavorCapacity(flavor="m1.small", total=5, by_az={"az-a": 5}, missing_cells=["cell2"]),
+        FlavorCapacity(flavor="m1.big", total=1, by_az={"az-a": 1}, missing_cells=["cell3"]),
+    ]
+    out = render.text(partial).splitlines()
+    assert out[0] == (
+        "PARTIAL: cell(s) cell2, cell3 could not be read: their hosts are not counted in "
+        "these figures"
+    )
+    assert render.missing_cells(partial) == ["cell2", "cell3"]
+    assert not any(line.startswith("PARTIAL") for line in render.text(FIGURES).splitlines())
