@@ -25,7 +25,7 @@ from scheduler.rpc import transport as rpc
 from scheduler.rpc.rpcapi import SchedulerAPI
 from scheduler.rpc.service import SchedulerService
 from tests.functional.fixtures_db import make_database
-from tests.functional.fixtures_rabbit import RABBIT_URL, delete_queues, ensure_rabbit
+from tests.functional.fixtures_rabbit import delete_queues, own_vhost
 
 # nova's default filters with the AZ and NUMA filters: for fleets with NUMA hosts
 FILTERS_WITH_NUMA = [
@@ -159,12 +159,13 @@ def build_cloud(
     aggregate_cache_ttl: int = 0,
     fleet_options: dict[str, Any] | None = None,
 ) -> Cloud:
-    """Build and start a cloud; ``topic``/``exchange`` isolate it from other tests (nova's
-    own client always uses topic ``scheduler``, so a nova-side test isolates by exchange).
+    """Build and start a cloud, on a RabbitMQ vhost of its own (``own_vhost``: nova's own
+    client always uses topic ``scheduler``, which no exchange isolates from another test run
+    on the same broker); ``topic``/``exchange`` name the cloud's topic and exchange.
     ``aggregate_cache_ttl`` 0 re-reads aggregates on every request; -1 never re-reads them,
     so that only the ``update_aggregates`` casts can change them. ``fleet_options``: more
     ``FleetSpec`` fields (NUMA hosts, ...)."""
-    url = ensure_rabbit()
+    url = own_vhost(stack, "novasched-cloud")
     api_url = _database(stack, api_kind, "e2e_api", tmp)
     api = db.get_engine(api_url)
     db.create_schema(api, "api")
@@ -203,4 +204,4 @@ def build_cloud(
     stack.callback(service.stop)
     stack.callback(delete_queues, url, [topic, f"{topic}.{service.host}"])
     client = SchedulerAPI(transport, topic=topic)
-    return Cloud(fleet, api_url, cell_urls, placement, client, service, RABBIT_URL, exchange)
+    return Cloud(fleet, api_url, cell_urls, placement, client, service, url, exchange)

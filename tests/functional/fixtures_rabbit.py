@@ -4,11 +4,16 @@
 starting ``rabbitmq-server -detached`` if nothing listens there. It fails the test,
 loudly, when no broker can be reached: a functional test never silently skips.
 ``rabbit_topic`` gives a unique topic per test and deletes its queues afterwards, so tests
-share the broker (and nova's ``nova`` exchange) without hearing each other.
+share the broker (and nova's ``nova`` exchange) without hearing each other. ``own_vhost``
+gives a test a virtual host of its own: nova's client always sends to topic ``scheduler``,
+and a queue belongs to its vhost whatever the exchange, so two test runs at once on one
+broker (two clones, a contributor's run beside CI's) would otherwise take each other's
+requests.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -72,6 +77,30 @@ def ensure_rabbit(url: str = RABBIT_URL, timeout: float = START_TIMEOUT) -> str:
             return url
         time.sleep(1.0)
     pytest.fail(f"RabbitMQ did not accept connections on {url} within {timeout:.0f} s")
+
+
+def own_vhost(stack: contextlib.ExitStack, prefix: str) -> str:
+    """A vhost of the caller's own on the broker (``rabbitmqctl``), deleted when ``stack``
+    closes; returns its URL."""
+    ensure_rabbit()
+    ctl = shutil.which("rabbitmqctl")
+    if ctl is None:
+        pytest.fail("rabbitmqctl is not installed: a test cannot make a RabbitMQ vhost of its own")
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    for args in (["add_vhost", name], ["set_permissions", "-p", name, "guest", ".*", ".*", ".*"]):
+        done = subprocess.run([ctl, *args], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            pytest.fail(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")
+    stack.callback(
+        subprocess.run, [ctl, "delete_vhost", name], capture_output=True, text=True, timeout=60
+    )
+    url = f"rabbit://guest:guest@{RABBIT_HOST}:{RABBIT_PORT}/{name}"
+    deadline = time.monotonic() + START_TIMEOUT
+    while not _amqp_ready(url):
+        if time.monotonic() > deadline:
+            pytest.fail(f"RabbitMQ did not accept logins to the new vhost {name}")
+        time.sleep(0.2)
+    return url
 
 
 @pytest.fixture(scope="session")

@@ -118,13 +118,16 @@ def scheduler_nova_conf(
     return path
 
 
-def scheduler_client(stack: contextlib.ExitStack, exchange: str, timeout: int) -> SchedulerAPI:
-    """A conductor-side client on ``exchange`` of the real broker."""
+def scheduler_client(
+    stack: contextlib.ExitStack, exchange: str, timeout: int, url: str = RABBIT_URL
+) -> SchedulerAPI:
+    """A conductor-side client on ``exchange`` of the broker at ``url`` (a test's own vhost:
+    ``fixtures_rabbit.own_vhost``)."""
     # oslo.messaging registers control_exchange when it first makes a transport
     CONF.register_opts(om_transport._transport_opts)
     CONF.set_override("control_exchange", exchange)
     CONF.set_override("long_rpc_timeout", timeout)
-    transport = rpc.get_transport(CONF, url=RABBIT_URL)
+    transport = rpc.get_transport(CONF, url=url)
     stack.callback(transport.cleanup)
     return SchedulerAPI(transport)
 

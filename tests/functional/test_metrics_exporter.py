@@ -39,7 +39,7 @@ from scheduler.rpc.context import RequestContext
 from scheduler.rpc.rpcapi import SchedulerAPI
 from tests.faults.proxy import FaultProxy
 from tests.functional.fixtures_cloud import load_fleet_and_placement
-from tests.functional.fixtures_rabbit import RABBIT_PORT, ensure_rabbit
+from tests.functional.fixtures_rabbit import RABBIT_PORT, ensure_rabbit, own_vhost
 from tests.functional.fixtures_race import (
     scheduler_client,
     scheduler_nova_conf,
@@ -140,12 +140,15 @@ def scheduler(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sch
             cells[names[cell]] = cells.get(names[cell], 0) + 1
         proxy = FaultProxy("127.0.0.1", RABBIT_PORT)
         stack.callback(proxy.close)
+        vhost = own_vhost(stack, "novasched-metrics")
+        # the service reaches the broker through the proxy, the test's client directly
+        via_proxy = vhost.replace(f":{RABBIT_PORT}/", f":{proxy.port}/")
         port = _free_port()
         reports = tmp / "reports"
         reports.mkdir()
         conf = scheduler_nova_conf(
             tmp / "nova.conf",
-            transport_url=f"rabbit://guest:guest@127.0.0.1:{proxy.port}/",
+            transport_url=via_proxy,
             exchange=exchange,
             host="metrics-scheduler",
             api_url=api_url,
@@ -163,7 +166,7 @@ def scheduler(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sch
         )
         log = tmp / "scheduler.log"
         proc = stack.enter_context(scheduler_processes(conf, log))
-        client = scheduler_client(stack, exchange, 60)
+        client = scheduler_client(stack, exchange, 60, vhost)
         svc = Scheduler(
             proc,
             f"http://127.0.0.1:{port}",

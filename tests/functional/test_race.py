@@ -25,7 +25,7 @@ from scheduler.demo import fleet as fleet_mod
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.rpcapi import SchedulerAPI
-from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit
+from tests.functional.fixtures_rabbit import own_vhost
 from tests.functional.fixtures_race import (
     Outcomes,
     mariadb_race_cloud,
@@ -70,9 +70,9 @@ def _wait_ready(client: SchedulerAPI, proc: subprocess.Popen, log_path: Path) ->
 
 
 def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_path):
-    ensure_rabbit()
     exchange = f"novasched-race-{uuidlib.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
+        vhost = own_vhost(stack, "novasched-race")
         api_url, placement_svc, placement, fleet = mariadb_race_cloud(
             stack, "race", hosts=6, seed=3
         )
@@ -84,7 +84,7 @@ def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_
 
         conf_path = scheduler_nova_conf(
             tmp_path / "nova.conf",
-            transport_url=RABBIT_URL,
+            transport_url=vhost,
             exchange=exchange,
             host="race-scheduler",
             api_url=api_url,
@@ -94,7 +94,7 @@ def test_two_scheduler_processes_racing_for_the_last_slots_never_overcommit(tmp_
         log_path = tmp_path / "scheduler.log"
         proc = stack.enter_context(scheduler_processes(conf_path, log_path))
 
-        client = scheduler_client(stack, exchange, 60)
+        client = scheduler_client(stack, exchange, 60, vhost)
         _wait_ready(client, proc, log_path)
 
         flavor = Flavor(

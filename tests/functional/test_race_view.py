@@ -26,7 +26,7 @@ from placement_client.api import PlacementClient
 from placement_client.api.errors import PlacementClientError
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.rpc.context import RequestContext
-from tests.functional.fixtures_rabbit import RABBIT_URL, ensure_rabbit
+from tests.functional.fixtures_rabbit import own_vhost
 from tests.functional.fixtures_race import (
     Outcomes,
     mariadb_race_cloud,
@@ -91,10 +91,10 @@ def _wait_views_loaded(proc, log_path, workers: int = 2) -> None:
 
 @pytest.mark.parametrize("feed", ["api", "database"])
 def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_path, feed):
-    ensure_rabbit()
     exchange = f"novasched-race-view-{uuidlib.uuid4().hex[:8]}"
     rng = random.Random(11)
     with contextlib.ExitStack() as stack:
+        vhost = own_vhost(stack, "novasched-race-view")
         api_url, placement_svc, placement, fleet = mariadb_race_cloud(
             stack, "rview", hosts=HOSTS, seed=5, aarch64_fraction=0.0
         )
@@ -111,7 +111,7 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
             view_conf = f"view_feed = database\nview_database_connection = {placement_svc.db_url}\n"
         conf_path = scheduler_nova_conf(
             tmp_path / "nova.conf",
-            transport_url=RABBIT_URL,
+            transport_url=vhost,
             exchange=exchange,
             host="race-view-scheduler",
             api_url=api_url,
@@ -124,7 +124,7 @@ def test_views_racing_with_a_writer_never_overcommit_nor_lose_an_allocation(tmp_
         proc = stack.enter_context(scheduler_processes(conf_path, log_path))
         _wait_views_loaded(proc, log_path)
 
-        client = scheduler_client(stack, exchange, 90)
+        client = scheduler_client(stack, exchange, 90, vhost)
         client.ping(RequestContext(request_id="req-ping"), "ready", timeout=30)
 
         flavor = Flavor(
