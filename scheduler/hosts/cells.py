@@ -14,7 +14,7 @@
 - ``CellView``: what the host manager holds of one cell (its HostStates, its service rows, how
   far it has been read); ``CellRead``: one cell's answer to one request.
 
-The reads themselves, and what they apply, are ``HostManager``'s (``manager.py``).
+The reads themselves, and what they apply, are ``CellReads``' (``cell_reads.py``).
 """
 
 from __future__ import annotations

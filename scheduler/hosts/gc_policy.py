@@ -7,7 +7,7 @@ walks whatever of it is not frozen: at 10k hosts 35-55k objects after a few hund
 6-9 ms of CPU with the interpreter stopped (at 100k hosts: 18-25 full collections per 200
 requests of the core benchmark, the longest 270-470 ms on a busy machine), growing with every
 host updated until the next whole read of a cell freezes it (``gc.freeze()``, every five
-minutes: ``HostManager._read_cell``). Objects frozen are still freed by reference counting;
+minutes: ``CellReads._read_cell``). Objects frozen are still freed by reference counting;
 only a reference cycle among them is never collected, and the scheduler's own structures have
 none (no request of the core benchmark leaves cyclic garbage).
 

@@ -6,9 +6,10 @@ soft-deleted; the whole cell every five minutes), then, with ``read_your_writes`
 aggregates with the count of their hosts that requests' checks leave out, and sweeps expired
 consumption when the sweep is due. Requests then read only compute-node reports.
 
-The reads and what they apply are the ``HostManager``'s (``background_round``: requests
-share them); ``Refresher`` owns only the thread, and knows nothing of the manager: starting
-it, its loop, telling whether it runs, and stopping it. Its reads give way to requests
+The reads and what they apply are the host manager's (``HostManager.background_round``:
+``CellReads``' reads, the ``AggregateCache``'s check, the ``ConsumptionLedger``'s sweep;
+requests share them); ``Refresher`` owns only the thread, and knows nothing of the manager:
+starting it, its loop, telling whether it runs, and stopping it. Its reads give way to requests
 (``cells.Pacer``). Starting it installs the process's GC policy (``gc_policy``).
 """
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 import db
 from db import models, queries
 from scheduler.conf import CONF
-from scheduler.hosts import manager as hm_mod
+from scheduler.hosts import cell_reads as cell_reads_mod
 from scheduler.hosts import table as host_table
 from scheduler.hosts.manager import HostManager
 from scheduler.objects import (
@@ -415,7 +415,7 @@ def test_an_unchanged_cell_rereads_only_the_slack_window(env, monkeypatch):
     assert [(kind, n) for kind, _, n in calls] == [("services", 0), ("nodes", 0)]
     since = calls[0][1]
     # the window starts a few seconds behind the previous read, not at the newest row
-    assert before - hm_mod.WATERMARK_SLACK <= since <= utcnow()
+    assert before - cell_reads_mod.WATERMARK_SLACK <= since <= utcnow()
     assert {id(h) for h in second} == {id(h) for h in first}  # the same cached objects
 
 
@@ -431,7 +431,7 @@ def test_cell_is_read_whole_again_after_the_resync_interval(env, monkeypatch):
     env.delete_service(c1, "h1")
     states = hm.get_host_states_by_uuids(None)
     assert [(hs.host, hs.free_ram_mb != 7) for hs in states] == [("h2", True)]
-    monkeypatch.setattr(hm_mod, "_FULL_RESYNC_SECONDS", 0.0)
+    monkeypatch.setattr(cell_reads_mod, "_FULL_RESYNC_SECONDS", 0.0)
     (hs,) = hm.get_host_states_by_uuids(None)
     assert (hs.host, hs.free_ram_mb) == ("h2", 7)
 
@@ -767,17 +767,17 @@ def test_aggregate_cache_ttl(env):
     env.add_aggregate("late", ["h1"], {"availability_zone": "az9"})
 
     # -1: never re-read
-    hm._aggregates_loaded_at -= 10**6
+    hm._aggregate_cache._loaded_at -= 10**6
     assert hm.aggregates_by_metadata(key="availability_zone") == []
     assert hm.get_host_states_by_uuids([u])[0].aggregates == []
 
     # a TTL not yet expired: not re-read
-    hm._aggregates_loaded_at = time.monotonic()
+    hm._aggregate_cache._loaded_at = time.monotonic()
     CONF.set_override("aggregate_cache_ttl", 3600, group="scheduler")
     assert hm.aggregates_by_metadata(key="availability_zone") == []
 
     # expired: re-read, and attached to the cached HostState though its row did not change
-    hm._aggregates_loaded_at -= 3600
+    hm._aggregate_cache._loaded_at -= 3600
     assert [a.name for a in hm.aggregates_by_metadata(key="availability_zone")] == ["late"]
     assert hs.availability_zone == "az9"
 
@@ -1083,7 +1083,7 @@ def test_a_request_does_not_wait_for_a_read_in_progress(env):
     u1 = env.add_host(cell, "h1")
     hm = env.manager(window_read_interval=3600.0)
     hm.warm_up()
-    view = hm._views[cell]
+    view = hm._cell_reads.views[cell]
     with view.lock:  # the refresher (say) is reading the cell
         started = time.monotonic()
         hosts = hm.get_host_states_by_uuids([u1])

@@ -2,7 +2,7 @@
 before it arrived, whatever the refresher is doing (issue 17).
 
 The managers here read the change window at most once an hour, so anything a request sees
-was found by the request's own read (``HostManager._request_read``) or by
+was found by the request's own read (``CellReads._request_read``) or by
 ``sync_aggregates``, not by a window read that happened to be due. Each test runs on SQLite
 (reads on the pool's threads) and on MariaDB through PyMySQL (reads sent on arrival and
 received by the request: ``db.read_ahead``).
@@ -18,10 +18,10 @@ import time
 
 import pytest
 import sqlalchemy as sa
+from oslo_utils import timeutils
 
 import db
 from db import models, queries, read_ahead
-from scheduler.hosts import manager as manager_mod
 from scheduler.hosts.table import SERVICE_DISABLED, microseconds
 from scheduler.request import SchedulingRequest
 from tests.functional.fixtures_db import make_database
@@ -107,7 +107,7 @@ def test_a_new_compute_node_and_its_service_are_seen_by_the_next_request(env):
     hm = env.manager(window_read_interval=HOUR)
     hm.get_host_states_by_uuids(None)
 
-    now = manager_mod.timeutils.utcnow()
+    now = timeutils.utcnow()
     u2 = env.add_host(
         cell, "h2", service={"created_at": now, "updated_at": now}, created_at=now, updated_at=now
     )
@@ -159,12 +159,12 @@ def test_a_refresher_read_that_began_before_a_disable_does_not_undo_it(env, monk
     u = env.add_host(cell, "h1")
     hm = env.manager(window_read_interval=HOUR)
     hm.get_host_states_by_uuids(None)
-    view = hm._views[cell]
+    view = hm._cell_reads.views[cell]
     real = queries.get_compute_services
     # what the refresher read just before nova-api disabled the service: a heartbeat row,
     # newer by its own (compute's) clock than nova-api's update
     stale = real(env.cells[cell], updated_since=BASE - datetime.timedelta(days=1))
-    beat = manager_mod.timeutils.utcnow() + datetime.timedelta(seconds=30)
+    beat = timeutils.utcnow() + datetime.timedelta(seconds=30)
     stale = [row._replace(updated_at=beat, report_count=row.report_count + 1) for row in stale]
     read_began = time.monotonic()
 
@@ -172,11 +172,11 @@ def test_a_refresher_read_that_began_before_a_disable_does_not_undo_it(env, monk
     assert _one(hm, u).service["disabled"] is True  # the request's read applied it
 
     with view.lock:  # the refresher's read ends now and applies what it read
-        hm._apply_changes(view, stale, [], read_began=read_began)
+        hm._cell_reads._apply_changes(view, stale, [], read_began=read_began)
     assert view.hosts[u].service["disabled"] is True
     # a read that began after the request's applies its rows as usual
     with view.lock:
-        hm._apply_changes(view, stale, [], read_began=time.monotonic())
+        hm._cell_reads._apply_changes(view, stale, [], read_began=time.monotonic())
     assert view.hosts[u].service["disabled"] is False
 
 
@@ -200,9 +200,10 @@ def test_concurrent_requests_share_a_read_started_after_they_arrived(env, monkey
         while not calls:
             time.sleep(0.001)
         # arrived before the read in flight started: they share it
-        others = [pool.submit(hm._scatter_gather, [hm.cells[cell]], None, False, arrived)]
+        read = hm._cell_reads.scatter_gather
+        others = [pool.submit(read, [hm.cells[cell]], None, False, arrived)]
         # arrived after it started: a read of its own
-        late = pool.submit(hm._scatter_gather, [hm.cells[cell]], None, False, time.monotonic())
+        late = pool.submit(read, [hm.cells[cell]], None, False, time.monotonic())
         gate.set()
         assert [hs.uuid for hs in first.result(5)] == [u]
         assert all(len(o.result(5)) == 1 for o in others)
@@ -245,7 +246,7 @@ def test_sync_aggregates_sees_a_host_added_then_removed(env):
     # removal, as nova's own filters learn it); the refresher's check counts
     hm.sync_aggregates()
     assert [a.id for a in hm.aggregates_for_host("h1")] == [agg.id]
-    hm._check_aggregates(count_hosts=True)
+    hm._aggregate_cache.check(count_hosts=True)
     assert hm.aggregates_for_host("h1") == []
 
 
@@ -253,7 +254,7 @@ def test_sync_aggregates_sees_a_metadata_change_in_the_same_second_as_the_last_r
     env.add_cell("cell1")
     agg = env.add_aggregate("isolated", ["h1"], {"pinned": "true"})
     hm = env.manager(window_read_interval=HOUR)
-    second = manager_mod.timeutils.utcnow().replace(microsecond=0)
+    second = timeutils.utcnow().replace(microsecond=0)
     _set_metadata(env, agg.id, "pinned", "false", second)
     hm.sync_aggregates()
     assert hm.aggregates_for_host("h1")[0].metadata["pinned"] == "false"
@@ -268,13 +269,13 @@ def test_sync_aggregates_reads_nothing_whole_when_nothing_changed(env, monkeypat
     env.add_aggregate("az1", ["h1"], {"availability_zone": "az1"})
     hm = env.manager(window_read_interval=HOUR)
     # the last change is well before the last whole read
-    hm._aggregates_seen = (
-        hm._aggregates_seen[0],
-        hm._aggregates_seen[1] + datetime.timedelta(seconds=5),
+    hm._aggregate_cache._seen = (
+        hm._aggregate_cache._seen[0],
+        hm._aggregate_cache._seen[1] + datetime.timedelta(seconds=5),
     )
     reads = []
-    real = manager_mod.db.get_aggregates
-    monkeypatch.setattr(manager_mod.db, "get_aggregates", lambda e: reads.append(1) or real(e))
+    real = db.get_aggregates
+    monkeypatch.setattr(db, "get_aggregates", lambda e: reads.append(1) or real(e))
     for _ in range(3):
         hm.sync_aggregates()
     assert reads == []
@@ -290,7 +291,7 @@ def test_sync_aggregates_keeps_the_aggregates_held_when_the_api_database_fails(
     def broken(engine, **kwargs):
         raise sa.exc.OperationalError("select", {}, Exception("gone away"))
 
-    monkeypatch.setattr(manager_mod.db, "get_aggregates_fingerprint", broken)
+    monkeypatch.setattr(db, "get_aggregates_fingerprint", broken)
     hm.sync_aggregates()
     assert [a.id for a in hm.aggregates_for_host("h1")] == [agg.id]
     assert "Could not check the aggregates" in caplog.text
@@ -306,7 +307,7 @@ def test_without_read_your_writes_a_disable_waits_for_the_refresher(env):
     hm.get_host_states_by_uuids(None)
     env.update_service(cell, "h1", disabled=True)
     assert _one(hm, u).service["disabled"] is False  # not read by requests
-    hm._refresh_cell(hm.cells[cell], window=True)  # the refresher's next read
+    hm._cell_reads.refresh_cell(hm.cells[cell], window=True)  # the refresher's next read
     assert _one(hm, u).service["disabled"] is True
 
 
@@ -315,14 +316,14 @@ def test_a_compute_that_came_back_is_up_for_the_next_request(env):
     u = env.add_host(cell, "h1")  # last heartbeat an hour ago: down
     hm = env.manager(window_read_interval=HOUR)
     hm.get_host_states_by_uuids(None)
-    beat = _stored(env, manager_mod.timeutils.utcnow())
+    beat = _stored(env, timeutils.utcnow())
     env.update_service(cell, "h1", last_seen_up=beat, updated_at=BASE)
     assert _one(hm, u).service["last_seen_up"] == beat
 
 
 def test_a_compute_that_stopped_reporting_is_judged_on_the_databases_heartbeat(env):
     cell = env.add_cell("cell1")
-    recent = manager_mod.timeutils.utcnow() - datetime.timedelta(seconds=5)
+    recent = timeutils.utcnow() - datetime.timedelta(seconds=5)
     u = env.add_host(cell, "h1", service={"last_seen_up": recent})
     hm = env.manager(window_read_interval=HOUR)
     hm.get_host_states_by_uuids(None)

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
+from scheduler.hosts import cell_reads as cell_reads_mod
 from scheduler.hosts import cells as cells_mod
 from scheduler.hosts import gc_policy
-from scheduler.hosts import manager as hm_mod
 from scheduler.hosts.state import HostState
 from tests.unit.scheduler.hosts.env import utcnow
 
@@ -45,13 +45,13 @@ def _count_node_updates(monkeypatch) -> list[str]:
 
 
 def test_a_window_read_does_not_apply_again_what_requests_read_since_the_last(env, monkeypatch):
-    monkeypatch.setattr(hm_mod, "WATERMARK_SLACK", datetime.timedelta(seconds=0.3))
+    monkeypatch.setattr(cell_reads_mod, "WATERMARK_SLACK", datetime.timedelta(seconds=0.3))
     cell = env.add_cell("cell1")
     u1 = env.add_host(cell, "h1")
     u2 = env.add_host(cell, "h2")
     hm = env.manager(window_read_interval=3600.0)  # requests read reports only
     hm.warm_up()
-    hm._refresh_cell(hm.cells[cell], window=True)  # the refresher's first window read
+    hm._cell_reads.refresh_cell(hm.cells[cell], window=True)  # the refresher's first window read
     applied = _count_node_updates(monkeypatch)
 
     env.update_node(cell, u1, free_ram_mb=111)
@@ -63,14 +63,14 @@ def test_a_window_read_does_not_apply_again_what_requests_read_since_the_last(en
     hm.get_host_states_by_uuids([u1, u2])
     env.update_node(cell, u2, free_ram_mb=222)
 
-    hm._refresh_cell(hm.cells[cell], window=True, background=True)
+    hm._cell_reads.refresh_cell(hm.cells[cell], window=True, background=True)
     # u1's report is not applied a second time; u2's, new, is
     assert applied == [u1, u2]
     assert states[u2].free_ram_mb == 222
     # and once the window has moved past it, the row is dropped
     time.sleep(0.4)
-    hm._refresh_cell(hm.cells[cell], window=True, background=True)
-    assert set(hm._views[cell].recent_rows) <= {u2}
+    hm._cell_reads.refresh_cell(hm.cells[cell], window=True, background=True)
+    assert set(hm._cell_reads.views[cell].recent_rows) <= {u2}
 
 
 def test_a_report_read_keeps_the_rows_without_sorting_through_the_others(env, monkeypatch):
@@ -79,8 +79,8 @@ def test_a_report_read_keeps_the_rows_without_sorting_through_the_others(env, mo
     uuids = [env.add_host(cell, f"h{i}") for i in range(3)]
     hm = env.manager(window_read_interval=3600.0)
     hm.warm_up()
-    hm._refresh_cell(hm.cells[cell], window=True)
-    view = hm._views[cell]
+    hm._cell_reads.refresh_cell(hm.cells[cell], window=True)
+    view = hm._cell_reads.views[cell]
     for i, u in enumerate(uuids):
         env.update_node(cell, u, free_ram_mb=1000 + i)
         kept = view.recent_rows
@@ -111,7 +111,7 @@ def pacer(monkeypatch):
         made = 0
         calls = 0
 
-    monkeypatch.setattr(hm_mod, "Pacer", Pacer)
+    monkeypatch.setattr(cell_reads_mod, "Pacer", Pacer)
     return Pacer
 
 
@@ -126,10 +126,10 @@ def test_the_refreshers_read_gives_way_between_rows_and_a_requests_does_not(env,
         env.update_service(cell, f"h{i}", last_seen_up=utcnow())
 
     hm.get_host_states_by_uuids(uuids)  # a request: reports only, at once
-    hm._refresh_cell(hm.cells[cell], window=True)  # a request asking for every host
+    hm._cell_reads.refresh_cell(hm.cells[cell], window=True)  # a request asking for every host
     assert pacer.made == 0
 
-    hm._refresh_cell(hm.cells[cell], window=True, background=True)
+    hm._cell_reads.refresh_cell(hm.cells[cell], window=True, background=True)
     assert pacer.made == 1
     # between the two queries, after them, and at every row of each
     assert pacer.calls >= 2 + 5 + 5
@@ -169,8 +169,8 @@ def test_a_whole_read_by_the_refresher_gives_way_too(env, pacer, monkeypatch):
         env.add_host(cell, f"h{i}")
     hm = env.manager(window_read_interval=3600.0)
     hm.warm_up()
-    monkeypatch.setattr(hm_mod, "_FULL_RESYNC_SECONDS", 0.0)
-    hm._refresh_cell(hm.cells[cell], window=True, background=True)
+    monkeypatch.setattr(cell_reads_mod, "_FULL_RESYNC_SECONDS", 0.0)
+    hm._cell_reads.refresh_cell(hm.cells[cell], window=True, background=True)
     assert pacer.made == 1 and pacer.calls >= 2 + 4 + 4
     assert len(hm.get_host_states_by_uuids(None)) == 4
 
