@@ -804,15 +804,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _parse_config(args: argparse.Namespace) -> None:
+def _parse_config(args: argparse.Namespace, *, with_replay_files: bool = True) -> None:
     oslo_args: list[str] = []
     for f in args.config_file or []:
         oslo_args += ["--config-file", f]
     for d in args.config_dir or []:
         oslo_args += ["--config-dir", d]
     # replay's own --config-file: the configuration to try, read last so that it wins
-    for f in getattr(args, "replay_config_files", None) or []:
-        oslo_args += ["--config-file", f]
+    # (replay parses again without them for its baseline: ``args.reparse``)
+    if with_replay_files:
+        for f in getattr(args, "replay_config_files", None) or []:
+            oslo_args += ["--config-file", f]
+    args.reparse = lambda **kw: _parse_config(args, **kw)
     _register_database_opts()
     try:
         CONF(oslo_args, project="nova", validate_default_values=True)

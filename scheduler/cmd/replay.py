@@ -73,25 +73,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
-    from scheduler.replay import Recorded, replay
-    from scheduler.rpc.wire import request_spec_from_primitive
+    from scheduler.replay import Recorded, against_baseline
 
     records = window(store, args)
     if not records:
         raise Failed("no decision recorded to replay", NOT_FOUND)
+    from scheduler.rpc.wire import request_spec_from_primitive
+
     recorded = [Recorded.of(rec, request_spec_from_primitive) for rec in records]
     # the store has been read: a database error from here on is another database's
-    try:
-        with _fleet(recorded) as (fleet, taken, unread):
-            driver = _driver(fleet)
-            try:
-                report = replay(driver, fleet, recorded)
-            finally:
-                driver.stop()
-    except sa.exc.SQLAlchemyError as exc:
-        raise Failed(
-            f"cannot read today's fleet from the API and cell databases: {first_line(exc)}"
-        )
+    what_if = args.replay_config_files or []
+    baseline = None
+    if what_if:
+        _loadable()  # the configuration tried, before any replay
+        # first the configuration in use (nova.conf without the files to try): how well a
+        # replay reproduces the recorded decisions, which the what-if is set against
+        args.reparse(with_replay_files=False)
+        try:
+            baseline, _, _ = _replay_once(recorded)
+        finally:
+            args.reparse(with_replay_files=True)
+    report, taken, unread = _replay_once(recorded)
+    if baseline is not None:
+        against_baseline(report, baseline)
     report.taken_out = taken
     for cell in unread:
         report.notes.append(f"cell {cell} could not be read: its hosts are not in the replay")
@@ -105,6 +109,34 @@ def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
     else:
         print(render(report, show=args.show))
     return 0
+
+
+def _loadable() -> None:
+    """The filters and weighers the configuration names can be loaded (else Failed)."""
+    from scheduler.framework import Framework
+
+    try:
+        Framework.from_conf(CONF)
+    except ConfigurationError as exc:  # (an unknown plugin is one too)
+        raise Failed(f"the configuration to replay with is not usable: {exc}")
+
+
+def _replay_once(recorded: list[Any]) -> tuple[Any, Any, list[str]]:
+    """The records replayed on today's fleet, read afresh, with the configuration CONF holds
+    now; what was taken out of the fleet; the cells that could not be read."""
+    from scheduler.replay import replay
+
+    try:
+        with _fleet(recorded) as (fleet, taken, unread):
+            driver = _driver(fleet)
+            try:
+                return replay(driver, fleet, recorded), taken, unread
+            finally:
+                driver.stop()
+    except sa.exc.SQLAlchemyError as exc:
+        raise Failed(
+            f"cannot read today's fleet from the API and cell databases: {first_line(exc)}"
+        )
 
 
 @contextmanager
@@ -237,10 +269,20 @@ def render(report: Any, show: int = SHOW) -> str:
     """The replay report in words: the counts, the two fleets side by side, the changed
     decisions (the first ``show``), the skipped ones and the notes."""
     counts = report.counts()
-    lines = [
+    lines = []
+    if report.baseline is not None:
+        done, same = counts["baseline_replayed"], counts["baseline_reproduced"]
+        rate = f" ({100.0 * same / done:.0f} %)" if done else ""
+        lines += [
+            f"With the configuration in use, the replay reproduces {same} of {done} recorded "
+            f"decision(s){rate}; the configuration tried is compared with that replay, so "
+            f"that the {done - same} it does not reproduce are not counted as its changes",
+        ]
+    against = "the configuration in use" if report.baseline is not None else "the record"
+    lines += [
         f"Replayed {counts['replayed']} of {counts['records']} recorded decision(s) in "
         f"{report.elapsed:.1f} s ({counts['skipped']} skipped): {counts['unchanged']} "
-        f"unchanged, {counts['changed']} changed",
+        f"unchanged, {counts['changed']} changed (against {against})",
         f"  instances on another host: {counts['instances_moved']}; fit now but did not: "
         f"{counts['now_fit']}; fitted but would not: {counts['no_longer_fit']}",
     ]
@@ -303,11 +345,12 @@ def _spread_table(before: Any, after: Any) -> str:
 
 def _changed_lines(call: Any) -> list[str]:
     head = f"  {call.created_at} {call.request_id or '-'}"
-    if call.outcome != call.recorded_outcome:
+    outcome, hosts = call.compared
+    if call.outcome != outcome:
         after = call.outcome + (f" ({call.reason})" if call.reason else "")
-        return [f"{head}: {call.recorded_outcome} -> {after}"]
+        return [f"{head}: {outcome} -> {after}"]
     lines = [head + ":"]
-    for uuid, old, new in zip(call.instance_uuids, call.recorded, call.replayed, strict=False):
+    for uuid, old, new in zip(call.instance_uuids, hosts, call.replayed, strict=False):
         if old != new:
             lines.append(f"    {uuid}: {old or '-'} -> {new or '-'}")
     return lines

@@ -13,6 +13,7 @@ from scheduler.replay.run import (
     Replayed,
     ReplayReport,
     Spread,
+    against_baseline,
     replay,
     spread,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "Replayed",
     "Spread",
     "TakenOut",
+    "against_baseline",
     "replay",
     "spread",
 ]

@@ -120,11 +120,33 @@ class Replayed:
     replayed: list[str | None] = field(default_factory=list)
     reason: str = ""  # the replay's NoValidHost or error
     skipped: str = ""  # why it was not replayed
+    # the same call replayed with the configuration in use (``against_baseline``); a what-if
+    # is compared with it, not with the record ("" / None: no baseline)
+    baseline_outcome: str = ""
+    baseline: list[str | None] | None = None
 
     @property
     def changed(self) -> bool:
+        """Whether the replay decided otherwise: than the baseline when there is one (what
+        the configuration tried changed), else than the record."""
+        if self.skipped:
+            return False
+        outcome, hosts = self.compared
+        return self.outcome != outcome or self.replayed != hosts
+
+    @property
+    def compared(self) -> tuple[str, list[str | None]]:
+        """The outcome and hosts the replay is compared with: the baseline's, else the
+        record's."""
+        if self.baseline is not None:
+            return self.baseline_outcome, self.baseline
+        return self.recorded_outcome, self.recorded
+
+    @property
+    def reproduced(self) -> bool:
+        """Whether the replay decided as the record says."""
         return not self.skipped and (
-            self.outcome != self.recorded_outcome or self.replayed != self.recorded
+            self.outcome == self.recorded_outcome and self.replayed == self.recorded
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -136,6 +158,9 @@ class Replayed:
             "replayed": None
             if self.skipped
             else {"outcome": self.outcome, "hosts": self.replayed, "reason": self.reason or None},
+            "baseline": None
+            if self.baseline is None
+            else {"outcome": self.baseline_outcome, "hosts": self.baseline},
             "changed": self.changed,
             "skipped": self.skipped or None,
         }
@@ -175,6 +200,8 @@ class ReplayReport:
     taken_out: Any = None  # fleet.TakenOut
     elapsed: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # the same records replayed with the configuration in use (``against_baseline``)
+    baseline: ReplayReport | None = None
 
     @property
     def replayed(self) -> list[Replayed]:
@@ -186,22 +213,34 @@ class ReplayReport:
 
     def counts(self) -> dict[str, int]:
         replayed = self.replayed
+        base = self.baseline
+        reproducing = (
+            {}
+            if base is None
+            else {
+                # of the baseline's calls, those decided as recorded: how well a replay
+                # reproduces what the service did, which every what-if figure is set against
+                "baseline_replayed": len(base.replayed),
+                "baseline_reproduced": sum(1 for c in base.replayed if c.reproduced),
+            }
+        )
         return {
+            **reproducing,
             "records": len(self.calls),
             "replayed": len(replayed),
             "skipped": len(self.calls) - len(replayed),
             "unchanged": sum(1 for c in replayed if not c.changed),
             "changed": len(self.changed),
             "now_fit": sum(
-                1 for c in replayed if c.recorded_outcome != SCHEDULED and c.outcome == SCHEDULED
+                1 for c in replayed if c.compared[0] != SCHEDULED and c.outcome == SCHEDULED
             ),
             "no_longer_fit": sum(
-                1 for c in replayed if c.recorded_outcome == SCHEDULED and c.outcome != SCHEDULED
+                1 for c in replayed if c.compared[0] == SCHEDULED and c.outcome != SCHEDULED
             ),
             "instances_moved": sum(
                 1
                 for c in replayed
-                for old, new in zip(c.recorded, c.replayed, strict=False)
+                for old, new in zip(c.compared[1], c.replayed, strict=False)
                 if old and new and old != new
             ),
         }
@@ -297,6 +336,21 @@ def replay(
     report.after = spread(after.values(), placed_after)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+def against_baseline(report: ReplayReport, baseline: ReplayReport) -> None:
+    """Set every call of ``report`` (a what-if) against the same call in ``baseline`` (the
+    same records replayed with the configuration in use): a replay does not reproduce every
+    recorded decision (a fleet that changed since, chance, what the cells no longer say), and
+    a what-if's change is only what differs from what the replay would have decided
+    anyway."""
+    report.baseline = baseline
+    base = {(c.request_id, c.created_at, tuple(c.instance_uuids)): c for c in baseline.calls}
+    for call in report.calls:
+        found = base.get((call.request_id, call.created_at, tuple(call.instance_uuids)))
+        if found is not None and not found.skipped:
+            call.baseline_outcome = found.outcome
+            call.baseline = list(found.replayed)
 
 
 def _call(rec: DecisionRecord) -> Replayed:

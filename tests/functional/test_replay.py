@@ -254,6 +254,10 @@ def test_a_flipped_ram_multiplier_changes_the_decisions_and_says_how(cloud, boot
     held = {u: placement.get_allocations_for_consumer(u)["allocations"] for u, _ in booted}
     report = _replay(*cloud, tmp_path, ram_weight_multiplier=-1.0)
     counts = report["counts"]
+    # the configuration in use was replayed first: it reproduces every decision, and the
+    # what-if is compared with it
+    assert (counts["baseline_replayed"], counts["baseline_reproduced"]) == (BOOTS, BOOTS)
+    assert all(c["baseline"]["hosts"] == c["recorded"]["hosts"] for c in report["calls"])
     # spread by free RAM, every boot went to the host with the most; packed, each goes to
     # the host with the least that still fits
     assert (counts["replayed"], counts["changed"], counts["instances_moved"]) == (BOOTS,) * 3
@@ -297,6 +301,10 @@ def test_the_report_in_words(cloud, booted, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     text = out.stdout
+    assert (
+        f"With the configuration in use, the replay reproduces {BOOTS} of {BOOTS} recorded "
+        "decision(s) (100 %)"
+    ) in text
     assert f"Replayed {BOOTS} of {BOOTS} recorded decision(s)" in text
     assert "hosts used" in text and "RAM used %" in text
     assert "Changed decisions (3 of" in text

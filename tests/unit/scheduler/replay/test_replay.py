@@ -349,3 +349,31 @@ def test_builds_say_how_long_the_service_saw_an_instance_building():
     assert builds.until("unreported", t) == t + datetime.timedelta(seconds=120)
     assert Builds(known=True).until("unreported", t) is None
     assert Builds().until("anything", t) == t  # nothing known: built by the next request
+
+
+def test_a_what_if_is_compared_with_the_replay_of_the_configuration_in_use():
+    from scheduler.replay import Replayed, ReplayReport, against_baseline
+
+    def call(n, recorded, replayed, outcome=SCHEDULED):
+        return Replayed(
+            request_id=f"req-{n}",
+            created_at="2026-11-29T12:00:00Z",
+            instance_uuids=[f"i-{n}"],
+            recorded_outcome=SCHEDULED,
+            recorded=[recorded],
+            outcome=outcome,
+            replayed=[replayed],
+        )
+
+    # the configuration in use reproduces req-1, not req-2 (noise: the fleet changed)
+    baseline = ReplayReport(calls=[call(1, "a/a", "a/a"), call(2, "a/a", "b/b")])
+    # the what-if decides req-1 otherwise, and req-2 as the baseline did
+    what_if = ReplayReport(calls=[call(1, "a/a", "c/c"), call(2, "a/a", "b/b")])
+    assert [c.changed for c in what_if.calls] == [True, True]  # against the record
+    against_baseline(what_if, baseline)
+    assert [c.changed for c in what_if.calls] == [True, False]
+    counts = what_if.counts()
+    assert (counts["baseline_replayed"], counts["baseline_reproduced"]) == (2, 1)
+    assert (counts["changed"], counts["instances_moved"]) == (1, 1)
+    doc = what_if.as_dict()["calls"][1]
+    assert doc["baseline"] == {"outcome": SCHEDULED, "hosts": ["b/b"]} and not doc["changed"]
