@@ -153,9 +153,14 @@ def render_text(doc: dict[str, Any], limit: int = 10) -> str:
             lines.append("It would fit with one change:")
             for item in found:
                 where = ", ".join(h["host"] for h in item["hosts"])
-                lines.append(f"  {item['change']}: {where}")
+                opened = item.get("hosts_opened")
+                count = f"{opened} host(s), best " if opened else ""
+                lines.append(f"  {item['change']}: {count}{where}")
         else:
-            lines.append("No single change of a filter, hint, AZ or extra spec would fit.")
+            lines.append(
+                "No single change would fit: no host to enable, and no hint, AZ, image "
+                "property or extra spec left out."
+            )
         if not change.get("complete", True):
             lines.append(f"  (the search stopped after {change['elapsed_ms']:.0f} ms)")
         if change.get("placement_asked") is False:

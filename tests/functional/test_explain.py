@@ -174,13 +174,19 @@ def test_cli_with_all_hosts_explains_a_request_that_fits_nowhere(world, capsys):
     assert doc["no_valid_host"] and doc["filters"][-1]["hosts_passed"] == 0
     change = doc["smallest_change"]
     assert change["placement_asked"] is False and change["tried"] >= 1
-    # the filter that removed the hosts the others let through, dropped: they would fit
+    # the image property the ImagePropertiesFilter compared, left out: the hosts the other
+    # filters let through would take it
     survivors = _expected(cloud)["survivors"] | _expected(cloud)["arm"]
-    dropped = {f["name"]: f for f in change["found"]}["ImagePropertiesFilter"]
-    assert {h["host"] for h in dropped["hosts"]} <= survivors and dropped["hosts"]
+    left_out = {f["name"]: f for f in change["found"]}["hw_architecture"]
+    assert left_out["kind"] == "image_property" and left_out["hosts"]
+    assert {h["host"] for h in left_out["hosts"]} <= survivors
+    assert left_out["hosts_opened"] >= len(left_out["hosts"])
+    # a down host is never offered, to enable or otherwise
+    offered = {h["host"] for f in change["found"] for h in f["hosts"]}
+    assert offered and offered.isdisjoint(cloud.fleet.down_hosts)
     rc, text = _explain(capsys, conf, *argv)
     assert rc == 2
-    assert "without filter ImagePropertiesFilter" in text
+    assert "without image property hw_architecture" in text
     assert "Placement was not asked" in text
     assert _allocations_total(cloud) == before
 

@@ -38,15 +38,18 @@ def hosts():
     ]
 
 
-def test_a_filter_dropped_names_the_hosts_that_would_then_be_chosen(hosts):
+def test_the_image_property_in_the_way_is_named_with_the_hosts_it_opens(hosts):
     driver = _driver(hosts, [AZ1, SSD])
     spec = make_spec(image=ImageMeta(properties={"hw_architecture": "aarch64"}))
     found = driver.relaxations(CONTEXT, spec)
     assert found.complete
     (change,) = found.found
-    assert (change.kind, change.name) == ("filter", "ImagePropertiesFilter")
-    # the best weighed first (RAMWeigher: the most free RAM), never the disabled host
+    assert (change.kind, change.name) == ("image_property", "hw_architecture")
+    assert change.as_dict()["change"] == "without image property hw_architecture"
+    # the best weighed first (RAMWeigher: the most free RAM), never the disabled host; no
+    # filter is offered to be dropped
     assert [h["host"] for h in change.hosts] == ["b1", "a1", "a2"]
+    assert change.opened == 3
     assert spec.image.properties == {"hw_architecture": "aarch64"}  # unchanged
 
 
@@ -57,8 +60,8 @@ def test_a_suggestion_never_names_a_host_the_request_excludes(hosts):
     spec = make_spec(image=ImageMeta(properties={"hw_architecture": "aarch64"}))
     spec.ignore_hosts = ["B1"]  # as nova compares it: without regard to case
     (change,) = driver.relaxations(CONTEXT, spec).found
-    assert change.name == "ImagePropertiesFilter"
-    assert [h["host"] for h in change.hosts] == ["a1", "a2"]
+    assert change.name == "hw_architecture"
+    assert [h["host"] for h in change.hosts] == ["a1", "a2"] and change.opened == 2
     # a requested destination narrows the same way
     spec.ignore_hosts = []
     spec.requested_destination = Destination(host="a2")
@@ -66,7 +69,21 @@ def test_a_suggestion_never_names_a_host_the_request_excludes(hosts):
     assert [h["host"] for h in change.hosts] == ["a2"]
 
 
-def test_the_availability_zone_left_out_and_each_filter_in_the_way_are_reported(hosts):
+def test_a_disabled_host_that_is_up_is_offered_to_enable_a_down_one_never():
+    CONF.set_override("enabled_filters", ["ComputeFilter", "RamFilter"], group="filter_scheduler")
+    hosts = [
+        make_host("small", ram_mb=4096),
+        make_host("big-off", ram_mb=65536, disabled=True),
+        make_host("big-dead", ram_mb=65536, disabled=True, down=True),
+        make_host("big-down", ram_mb=65536, down=True),
+    ]
+    found = _driver(hosts).relaxations(CONTEXT, make_spec(ram_mb=20000)).found
+    assert [(c.kind, c.name, c.opened) for c in found] == [("enable_host", "big-off", 1)]
+    assert found[0].as_dict()["change"] == "enable host big-off"
+    assert found[0].hosts == [{"host": "big-off", "node": "big-off"}]
+
+
+def test_the_availability_zone_left_out(hosts):
     # az1's hosts are too small for this flavor once the legacy RAM filter runs
     CONF.set_override(
         "enabled_filters",
@@ -76,11 +93,8 @@ def test_the_availability_zone_left_out_and_each_filter_in_the_way_are_reported(
     driver = _driver(hosts, [AZ1, SSD])
     spec = make_spec(ram_mb=20000, availability_zone="az1")
     changes = [(c.kind, c.name) for c in driver.relaxations(CONTEXT, spec).found]
-    assert changes == [
-        ("filter", "AvailabilityZoneFilter"),
-        ("filter", "RamFilter"),
-        ("availability_zone", "az1"),
-    ]
+    # b1 takes it outside az1; the disabled host would not (it is in no az1 aggregate)
+    assert changes == [("availability_zone", "az1")]
 
 
 def test_an_extra_spec_left_out(hosts):
@@ -94,7 +108,6 @@ def test_an_extra_spec_left_out(hosts):
     spec.flavor.extra_specs = {"aggregate_instance_extra_specs:ssd": "false"}
     found = driver.relaxations(CONTEXT, spec).found
     assert [(c.kind, c.name) for c in found] == [
-        ("filter", "AggregateInstanceExtraSpecsFilter"),
         ("extra_spec", "aggregate_instance_extra_specs:ssd"),
     ]
     assert spec.flavor.extra_specs  # the caller's spec is not changed
@@ -138,7 +151,7 @@ def test_the_record_of_a_no_valid_host_carries_the_smallest_change(hosts):
     change = rec.document["smallest_change"]
     assert (
         change["complete"]
-        and change["found"][0]["change"] == "without filter ImagePropertiesFilter"
+        and change["found"][0]["change"] == "without image property hw_architecture"
     )
     assert change["found"][0]["hosts"][0] == {"host": "b1", "node": "b1"}
     driver.stop()

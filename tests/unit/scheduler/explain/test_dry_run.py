@@ -362,10 +362,15 @@ def test_every_host_filtered_out_gives_the_no_valid_host_summary(fleet):
     # the single change that would fit, and where the request would then go
     change = doc["smallest_change"]
     assert change["complete"]
-    assert [c["change"] for c in change["found"]] == ["without filter ImagePropertiesFilter"]
+    assert [c["change"] for c in change["found"]] == ["without image property hw_architecture"]
     assert change["found"][0]["hosts"][0]["host"] == "host-b"
+    opened = change["found"][0]["hosts_opened"]
+    assert opened >= 1
     text = explain.render_text(doc)
-    assert "It would fit with one change:\n  without filter ImagePropertiesFilter: host-b" in text
+    assert (
+        "It would fit with one change:\n  without image property hw_architecture: "
+        f"{opened} host(s), best host-b"
+    ) in text
 
 
 def test_a_request_that_fits_has_no_smallest_change(fleet):
