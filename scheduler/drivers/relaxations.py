@@ -11,16 +11,19 @@ nothing:
 2. **one scheduler hint** left out;
 3. **the availability zone** left out;
 4. **one image property** left out (what the ImagePropertiesFilter compares);
-5. **one flavor extra spec** left out.
+5. **one flavor extra spec** left out;
+6. **a smaller amount** of the flavor's RAM, vCPUs or root disk: the largest that fits
+   (asked of Placement: its answer for the amount at 1 says what each host has free).
 
-Changes of the request (2-5) ask for its candidates again (an extra spec can change the
+Changes of the request (2-6) ask for its candidates again (an extra spec can change the
 Placement query). Dropping a filter is not offered: it is not a change of one boot, and the
 NoValidHost already names the filters in the way. Every change that makes the first
 instance fit is reported, in that order, with how many hosts it would open and the ones it
 would then choose (the best weighed, at most ``BEST_HOSTS``); a host the request excludes
 (``ignore_hosts``, a requested destination) is never named. The search stops at its time
-budget, and says so. It is computed only on a NoValidHost the filters caused: by explain at
-once, and for the decision record on a thread of its own after the reply is sent.
+budget, and says so. It is computed on a NoValidHost the filters caused or Placement's empty
+answer: by explain at once, and for the decision record on a thread of its own after the
+reply is sent.
 """
 
 from __future__ import annotations
@@ -53,7 +56,10 @@ _PHRASES = {
     "availability_zone": "without availability zone {}",
     "image_property": "without image property {}",
     "extra_spec": "without extra spec {}",
+    "smaller": "with {}",
 }
+# the flavor's amounts a smaller one of which may fit, and the class Placement counts them in
+_AMOUNTS = (("memory_mb", "MEMORY_MB"), ("vcpus", "VCPU"), ("root_gb", "DISK_GB"))
 
 
 @dataclass(slots=True)
@@ -65,15 +71,23 @@ class Relaxation:
     name: str  # the host, the hint's key, the zone, the property's or extra spec's key
     hosts: list[dict[str, str]] = field(default_factory=list)  # host, node
     opened: int = 0  # hosts the request would then pass the filters on
+    amount: int | None = None  # a smaller amount: the largest that fits
+    asked: int | None = None  # and the amount asked
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "change": _PHRASES[self.kind].format(self.name),
+        name = self.name
+        if self.kind == "smaller":
+            name = f"{self.name} = {self.amount}, the largest that fits (asked {self.asked})"
+        out = {
+            "change": _PHRASES[self.kind].format(name),
             "kind": self.kind,
             "name": self.name,
             "hosts_opened": self.opened,
             "hosts": list(self.hosts),
         }
+        if self.kind == "smaller":
+            out.update(amount=self.amount, asked=self.asked)
+        return out
 
 
 @dataclass(slots=True)
@@ -153,6 +167,17 @@ def search(
         opened, best = _best(driver, req, candidates)
         if best:
             out.found.append(Relaxation(kind, name, best, opened))
+    if not all_hosts:
+        # the amounts Placement counts: the largest of each that fits, from its answer
+        for name, rc in _AMOUNTS:
+            if not in_time():
+                break
+            found = _smaller(driver, context, spec, name, rc)
+            if found is False:
+                continue
+            out.tried += 1
+            if found is not None:
+                out.found.append(found)
     out.elapsed = time.monotonic() - started
     return out
 
@@ -166,6 +191,49 @@ def _best(driver: Any, req: Any, hosts: list[Any]) -> tuple[int, list[dict[str, 
     step = driver.framework.step(req, hosts, 0)
     best = step.hosts[:BEST_HOSTS]
     return len(step.hosts), [{"host": h.host, "node": h.nodename} for h in best]
+
+
+def _smaller(driver: Any, context: Any, spec: RequestSpec, name: str, rc: str) -> Any:
+    """The largest amount of the flavor's ``name`` (Placement's class ``rc``) that fits, as
+    a Relaxation with the hosts it opens; None: none fits; False: not tried (the amount is
+    1 or less, a boot from volume's root disk). One query with the amount at 1 gives every
+    host that could take some and, in its provider summaries, what each has free; the
+    largest free amount among the hosts that pass the filters is then asked for in full."""
+    asked = getattr(spec.flavor, name) or 0
+    if asked <= 1 or (rc == "DISK_GB" and spec.is_bfv):
+        return False
+    other_disk = 0
+    if rc == "DISK_GB":
+        flavor = spec.flavor
+        other_disk = (flavor.ephemeral_gb or 0) + -(-(flavor.swap or 0) // 1024)
+    probe = copy.deepcopy(spec)
+    setattr(probe.flavor, name, 1)
+    req = driver.new_request(context, probe)
+    try:
+        hosts = driver.placement_hosts(req)
+    except NoValidHost:
+        return None
+    summaries = req.scratch.provider_summaries or {}
+    room = 0
+    for host in driver.framework.step(req, hosts, 0).hosts:
+        resources = (summaries.get(host.uuid) or {}).get("resources") or {}
+        # a dedicated-CPU flavor's vCPUs are PCPU in Placement
+        entry = resources.get(rc) or (resources.get("PCPU") if rc == "VCPU" else None)
+        if entry:
+            room = max(room, int(entry.get("capacity", 0)) - int(entry.get("used", 0)))
+    largest = min(room - other_disk, asked - 1)
+    if largest < 1:
+        return None
+    variant = copy.deepcopy(spec)
+    setattr(variant.flavor, name, largest)
+    req = driver.new_request(context, variant)
+    try:
+        opened, best = _best(driver, req, driver.placement_hosts(req))
+    except NoValidHost:
+        return None
+    if not best:
+        return None
+    return Relaxation("smaller", name, best, opened, amount=largest, asked=asked)
 
 
 def _enableable(driver: Any, report: Any) -> list[Any]:

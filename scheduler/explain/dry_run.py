@@ -125,8 +125,9 @@ def explain_request(
     except NoValidHost as exc:
         doc["no_valid_host"] = exc.reason
         filters = doc["filters"]
-        if filters and filters[-1]["hosts_passed"] == 0:
-            # the filters emptied the candidates: what single change would fit
+        if (filters and filters[-1]["hosts_passed"] == 0) or exc.cause == "no_candidates":
+            # the filters emptied the candidates, or Placement had none: what single change
+            # would fit
             search = driver.relaxations(context, spec, all_hosts=mode != "placement")
             doc["smallest_change"] = search.as_dict()
     doc["elapsed_ms"] = _ms(time.perf_counter() - started)

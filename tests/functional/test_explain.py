@@ -191,6 +191,27 @@ def test_cli_with_all_hosts_explains_a_request_that_fits_nowhere(world, capsys):
     assert _allocations_total(cloud) == before
 
 
+def test_a_flavor_too_big_for_any_host_is_offered_the_largest_amount_that_fits(world, capsys):
+    cloud, conf = world
+    rc, out = _explain(capsys, conf, "--flavor", "m1.huge:2:4194304:20", "--format", "json")
+    assert rc == 2
+    doc = json.loads(out)
+    assert doc["placement"]["candidates"] == 0  # Placement had none: no filter ran
+    smaller = {c["name"]: c for c in doc["smallest_change"]["found"] if c["kind"] == "smaller"}
+    ram = smaller["memory_mb"]
+    assert ram["asked"] == 4194304 and 1 <= ram["amount"] < ram["asked"]
+    assert ram["hosts_opened"] >= 1 and ram["hosts"]
+    assert ram["change"] == (
+        f"with memory_mb = {ram['amount']}, the largest that fits (asked 4194304)"
+    )
+    # the largest: that amount fits, one MB more does not
+    fits = f"m1.fits:2:{ram['amount']}:20"
+    rc, out = _explain(capsys, conf, "--flavor", fits, "--format", "json")
+    assert rc == 0 and json.loads(out)["pick"] is not None
+    rc, _ = _explain(capsys, conf, "--flavor", f"m1.over:2:{ram['amount'] + 1}:20")
+    assert rc == 2
+
+
 def test_cli_names_the_placement_term_that_emptied_the_answer(world, capsys):
     cloud, conf = world
     flavor = f"{SMALL}:trait:HW_ARCH_X86_64=required,trait:HW_ARCH_AARCH64=required"
