@@ -88,8 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     sched_conf.warn_unsupported_options(conf)
     gmr.setup(conf)
 
+    from scheduler.cmd import config_check
     from scheduler.rpc import service
 
+    # every option's value is read now, not by the first request that needs it (a value of
+    # the wrong type would otherwise fail requests, one by one, with the option's error)
+    problems = config_check.bad_values(conf)
+    if problems:
+        for problem in problems:
+            print(f"{_PROG}: configuration error: {problem}", file=sys.stderr)
+        return service.EXIT_CONFIG
     try:
         return service.run_workers(conf)
     except exceptions.ConfigurationError as exc:
