@@ -641,6 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-file", action="append", metavar="PATH", help="nova.conf (repeatable)")
     p.add_argument("--config-dir", action="append", metavar="DIR", help="directory of *.conf")
     p.add_argument("--debug", action="store_true", help="log debug output and show tracebacks")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(
         dest="category",
         metavar="{db,cell,fleet,host,explain,capacity,decision,replay,check,demo}",
@@ -659,11 +660,19 @@ def build_parser() -> argparse.ArgumentParser:
     cells = cellp.add_subparsers(dest="action", metavar="{create,list}", parser_class=_Parser)
     cells.required = True
     create = cells.add_parser("create", help="map a cell (and cell0 if missing)")
-    create.add_argument("--name", required=True)
-    create.add_argument("--database-connection", metavar="URL")
-    create.add_argument("--transport-url", metavar="URL")
-    create.add_argument("--uuid")
-    create.add_argument("--disabled", action="store_true")
+    create.add_argument("--name", required=True, help="the cell's name")
+    create.add_argument(
+        "--database-connection",
+        metavar="URL",
+        help="the cell's database (default: [database] connection)",
+    )
+    create.add_argument(
+        "--transport-url",
+        metavar="URL",
+        help="the cell's broker (default: [DEFAULT] transport_url)",
+    )
+    create.add_argument("--uuid", help="the cell's uuid (default: a new one)")
+    create.add_argument("--disabled", action="store_true", help="map it disabled")
     create.add_argument(
         "--cell0-database-connection",
         metavar="URL",
@@ -676,16 +685,29 @@ def build_parser() -> argparse.ArgumentParser:
     fleets = fleetp.add_subparsers(dest="action", metavar="{load,heartbeat}", parser_class=_Parser)
     fleets.required = True
     load = fleets.add_parser("load", help="write a synthetic fleet into the cells and Placement")
-    load.add_argument("--hosts", type=positive_int, required=True)
+    load.add_argument("--hosts", type=positive_int, required=True, help="compute nodes to write")
     load.add_argument("--cells", nargs="+", metavar="CELL", help="names or uuids (default: all)")
-    load.add_argument("--seed", type=int, default=0)
-    load.add_argument("--host-prefix", default="compute")
+    load.add_argument("--seed", type=int, default=0, help="the random fleet's seed (default 0)")
+    load.add_argument(
+        "--host-prefix", default="compute", help="host names: PREFIX-0001, ... (default compute)"
+    )
     load.add_argument("--azs", metavar="AZ,AZ", help="availability zones (default az1,az2,az3)")
-    load.add_argument("--disabled-fraction", type=_fraction)
-    load.add_argument("--down-fraction", type=_fraction)
-    load.add_argument("--aarch64-fraction", type=_fraction)
-    load.add_argument("--max-instances-per-host", type=_non_negative, default=4)
-    load.add_argument("--placement-url", metavar="URL")
+    load.add_argument(
+        "--disabled-fraction", type=_fraction, help="share of hosts disabled (0 to 1)"
+    )
+    load.add_argument(
+        "--down-fraction", type=_fraction, help="share of hosts that never report (0 to 1)"
+    )
+    load.add_argument("--aarch64-fraction", type=_fraction, help="share of aarch64 hosts (0 to 1)")
+    load.add_argument(
+        "--max-instances-per-host",
+        type=_non_negative,
+        default=4,
+        help="existing instances per host, at most (default 4)",
+    )
+    load.add_argument(
+        "--placement-url", metavar="URL", help="Placement's endpoint (default: [placement])"
+    )
     load.add_argument("--no-placement", action="store_true", help="databases only")
     load.add_argument("--workers", type=positive_int, default=8, help="parallel Placement writes")
     load.set_defaults(func=cmd_fleet_load)
@@ -694,7 +716,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="mark every reporting nova-compute service as just seen (the fleet's down "
         "hosts, which never reported, stay down)",
     )
-    beat.add_argument("--cells", nargs="+", metavar="CELL")
+    beat.add_argument("--cells", nargs="+", metavar="CELL", help="names or uuids (default: all)")
     beat.set_defaults(func=cmd_fleet_heartbeat)
 
     hostp = sub.add_parser("host", help="compute hosts")
@@ -718,7 +740,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--image-props", metavar="k=v,...", help="image properties (hw_architecture)")
     ex.add_argument("--hints", metavar="k=v,...", help="scheduler hints (a key may repeat)")
     ex.add_argument("--az", metavar="AZ", help="availability zone")
-    ex.add_argument("--num-instances", type=positive_int, metavar="N")
+    ex.add_argument(
+        "--num-instances", type=positive_int, metavar="N", help="instances asked (default 1)"
+    )
     ex.add_argument("--project-id", metavar="ID", help="the project asking")
     ex.add_argument(
         "--request",
@@ -731,7 +755,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not ask Placement: consider every compute node of the cell databases",
     )
-    ex.add_argument("--format", choices=("text", "json"), default="text")
+    ex.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text (default) or json"
+    )
     ex.add_argument(
         "--show", type=positive_int, default=10, metavar="N", help="text: host names per list"
     )
@@ -801,7 +827,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the self-contained demo (arguments go to it)")
     demo.set_defaults(func=cmd_demo, demo_args=[])
+    _describe(p)
     return p
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Every sub-command's own help page starts with what it does (its line in the list of
+    sub-commands), as openstack's commands' pages do."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        helps = {a.dest: a.help for a in action._choices_actions}
+        for name, child in action.choices.items():
+            if child.description is None and helps.get(name):
+                child.description = helps[name]
+            _describe(child)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("novasched")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _parse_config(args: argparse.Namespace, *, with_replay_files: bool = True) -> None:
