@@ -859,7 +859,9 @@ capacity_opts = [
         min=0,
         help="ours: seconds between two computations of the capacity gauges "
         "(novasched_flavor_capacity_instances, novasched_stranded_capacity) by the scheduler "
-        "service, on a thread of the first worker, never on a request's path; 0: none. "
+        "service of the elected host (the lowest-sorted nova-scheduler service row that is "
+        "up, as nova elects its discovery leader), on a thread of one of its workers, never "
+        "on a request's path; 0: none. "
         "novasched-manage capacity computes the same figures on demand.",
     ),
     cfg.ListOpt(

@@ -4,9 +4,9 @@ scheduler.
 nova 34's scheduler runs ``nova-manage cell_v2 discover_hosts``' work as a periodic task when
 the option is 0 or more (every that many seconds, 0 meaning oslo.service's default of 60, and
 once at start), but only on a leader: the lowest-sorted host among the ``nova-scheduler``
-service rows that are up, read from the database of ``[database] connection``. Every
-scheduler, nova's and ours, keeps such a row, so in a deployment that mixes them the lowest
-host does the work, whichever it is.
+service rows that are up, read from the database of ``[database] connection``
+(``scheduler/leader.py``). Every scheduler, nova's and ours, keeps such a row, so in a
+deployment that mixes them the lowest host does the work, whichever it is.
 
 The work, per cell but cell0: each compute node not yet mapped whose host has no host mapping
 gets one in the API database, and the node is marked mapped (``db.discover_cell_hosts``). It
@@ -21,7 +21,6 @@ node at the same moment.
 
 from __future__ import annotations
 
-import datetime
 import fcntl
 import logging
 import os
@@ -29,15 +28,12 @@ import tempfile
 import threading
 from typing import Any
 
-from oslo_utils import timeutils
-
 import db
 from scheduler.conf import database_connection
-from scheduler.hosts.table import service_is_up
+from scheduler.leader import read_leader
 
 LOG = logging.getLogger(__name__)
 
-BINARY = "nova-scheduler"
 # oslo.service's periodic task: a spacing of 0 runs at its default interval
 DEFAULT_SPACING = 60.0
 
@@ -48,19 +44,6 @@ def interval_of(conf: Any) -> float | None:
     if value is None or value < 0:
         return None
     return float(value) or DEFAULT_SPACING
-
-
-def leader(
-    rows: list[dict[str, Any]], now: datetime.datetime, service_down_time: float
-) -> str | None:
-    """The lowest-sorted host of the ``nova-scheduler`` rows that are up (None: none is).
-    Up is nova's servicegroup rule: not forced down, heard from within service_down_time; a
-    disabled scheduler is up (``service_is_up`` is the compute filter's rule, which a
-    disabled service fails)."""
-    up = sorted(
-        r["host"] for r in rows if service_is_up({**r, "disabled": False}, now, service_down_time)
-    )
-    return up[0] if up else None
 
 
 def discover_hosts(api_engine: Any, cells: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -132,8 +115,7 @@ class HostDiscovery:
                 )
                 self._warned_alone = True
             return True
-        rows = db.get_service_rows(db.get_engine(url), BINARY)
-        elected = leader(rows, timeutils.utcnow(), self.conf.service_down_time)
+        elected = read_leader(url, self.conf.service_down_time)
         if elected != self.host:
             LOG.debug("Current leader is %s, skipping discover hosts on %s", elected, self.host)
             return False

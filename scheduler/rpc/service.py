@@ -194,7 +194,7 @@ class SchedulerService:
             return
         from scheduler.capacity.reporter import CapacityReporter
 
-        self._capacity = CapacityReporter(steps, self.conf)
+        self._capacity = CapacityReporter(steps, self.conf, host=self.host)
         self._capacity.start()
 
     def status(self) -> dict[str, Any]:

@@ -93,6 +93,7 @@ RULES: dict[str, tuple[str, ...]] = {
     # host discovery on the elected scheduler: writes host mappings as nova-manage does,
     # started by the service
     "scheduler.discovery": _NOVA_WRITER,
+    "scheduler.leader": _NOVA_WRITER,
     # pure maths over plain data
     "scheduler.resources": (
         *_SERVICE,
@@ -242,7 +243,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # the view reads Placement through its HTTP client
     "placement_client.view": ("placement_client.api",),
     # whether a scheduler is up: the one rule of the host table
-    "scheduler.discovery": ("scheduler.hosts.table",),
+    "scheduler.leader": ("scheduler.hosts.table",),
 }
 
 

@@ -1,4 +1,5 @@
-"""Host discovery on the elected scheduler, as nova 34's periodic task does it.
+"""Host discovery on the elected scheduler, as nova 34's periodic task does it (the election
+itself: test_leader.py).
 
 Real SQLite API and cell databases (the ``env`` fixture); the scheduler rows live in the
 database of ``[database] connection``, here a cell's.
@@ -16,36 +17,10 @@ import sqlalchemy as sa
 import db
 from db import models
 from scheduler import discovery
-from scheduler.discovery import HostDiscovery, leader
+from scheduler.discovery import HostDiscovery
 from tests.unit.scheduler.hosts.env import service_row, utcnow
 
 DOWN_TIME = 60
-
-
-def _row(host: str, seen: datetime.datetime, **kw) -> dict:
-    return {
-        "host": host,
-        "disabled": False,
-        "forced_down": False,
-        "report_count": 1,
-        "created_at": seen,
-        "updated_at": seen,
-        "last_seen_up": seen,
-        **kw,
-    }
-
-
-def test_the_leader_is_the_lowest_host_among_the_schedulers_that_are_up():
-    now = utcnow()
-    fresh, stale = now - datetime.timedelta(seconds=5), now - datetime.timedelta(minutes=5)
-    rows = [_row("sched-b", fresh), _row("sched-a", stale), _row("sched-c", fresh)]
-    assert leader(rows, now, DOWN_TIME) == "sched-b"  # sched-a is down
-    rows.append(_row("sched-0", fresh, forced_down=True))
-    assert leader(rows, now, DOWN_TIME) == "sched-b"
-    # a disabled scheduler is still up: it may lead (nova looks at up only)
-    rows.append(_row("sched-1", fresh, disabled=True))
-    assert leader(rows, now, DOWN_TIME) == "sched-1"
-    assert leader([_row("sched-a", stale)], now, DOWN_TIME) is None
 
 
 def _mappings(env) -> dict[str, str]:
