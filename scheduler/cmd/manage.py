@@ -428,10 +428,10 @@ def _explain_spec(args: argparse.Namespace) -> Any:
                 raise CommandError(f"--request {args.request} is not JSON: {exc}")
             spec = explain.spec_from_json(data)
         else:
-            spec = RequestSpec(flavor=explain.parse_flavor(args.flavor))
+            spec = RequestSpec(flavor=_explain_flavor(args.flavor))
         return explain.apply_overrides(
             spec,
-            flavor=explain.parse_flavor(args.flavor) if args.flavor and args.request else None,
+            flavor=_explain_flavor(args.flavor) if args.flavor and args.request else None,
             image_props=explain.split_pairs(args.image_props) if args.image_props else None,
             hints=explain.split_pairs(args.hints, multi=True) if args.hints else None,
             az=args.az,
@@ -441,6 +441,22 @@ def _explain_spec(args: argparse.Namespace) -> Any:
         raise CommandError(str(exc))
     except InvalidRequest as exc:  # from the nova primitive decoder
         raise CommandError(f"--request {args.request}: {exc}")
+
+
+def _explain_flavor(text: str) -> Any:
+    """``--flavor``: NAME:VCPUS:RAM_MB:DISK_GB[:key=val,...], or a flavor of the API database
+    by name or id (``m1.small``), extra specs included."""
+    from scheduler import capacity, explain
+    from scheduler.exceptions import ConfigurationError
+
+    if ":" in text:
+        return explain.parse_flavor(text)
+    _api_engine()  # there, before the flavor is read from it
+    try:
+        with _database_errors("the API database", CONF.api_database.connection):
+            return capacity.load_flavors(CONF, [text])[0]
+    except (ConfigurationError, capacity.UnknownFlavors) as exc:
+        raise CommandError(str(exc))
 
 
 def _explain_view(placement: Any) -> Any:
@@ -734,8 +750,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument(
         "--flavor",
-        metavar="NAME:VCPUS:RAM_MB:DISK_GB[:key=val,...]",
-        help="the flavor, with extra specs after the fourth colon",
+        metavar="NAME|NAME:VCPUS:RAM_MB:DISK_GB[:key=val,...]",
+        help="a flavor of the API database by name or id, or one given whole, with extra "
+        "specs after the fourth colon",
     )
     ex.add_argument("--image-props", metavar="k=v,...", help="image properties (hw_architecture)")
     ex.add_argument("--hints", metavar="k=v,...", help="scheduler hints (a key may repeat)")

@@ -65,9 +65,12 @@ class EmbeddedPlacement:
         start_timeout: float = _START_TIMEOUT,
         app: str = "placement.wsgi.api:application",
         app_path: str | None = None,
+        port: int = 0,
     ):
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, not {mode!r}")
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port must be between 0 and 65535, not {port}")
         if conflict_retries < 1:
             # 0 means Placement never even attempts the write
             raise ValueError("conflict_retries must be at least 1")
@@ -83,6 +86,9 @@ class EmbeddedPlacement:
         # from (tests serve Placement with a flaw mended: tests/differential/placement_mended.py)
         self.app = app
         self.app_path = app_path
+        # 0: an ephemeral port; another: that one (``demo --serve-placement`` serves the
+        # address its nova.conf names)
+        self.port = port
         self.run_dir: Path | None = None
         self._url: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -211,7 +217,7 @@ class EmbeddedPlacement:
             raise EmbeddedPlacementError(
                 f"gunicorn not found next to {sys.executable}; install it in this virtualenv"
             )
-        port = _free_port()
+        port = self.port or _free_port()
         cmd = [
             str(gunicorn),
             "--bind",
@@ -271,7 +277,7 @@ class EmbeddedPlacement:
         app = _thread_app(self.db_url, self.conf_path, self.log_requests)
         if self.is_sqlite:
             app = _Serialized(app)
-        server = _ThreadingWSGIServer(("127.0.0.1", 0), _QuietHandler)
+        server = _ThreadingWSGIServer(("127.0.0.1", self.port), _QuietHandler)
         server.set_app(app)
         self._server = server
         self._thread = threading.Thread(

@@ -5,14 +5,21 @@ service (openstack-placement on an ephemeral 127.0.0.1 port), the scheduler serv
 oslo.messaging's in-process ``fake://`` transport, and a conductor-side client that sends it a
 stream of boots. Every decision and every NoValidHost reason is printed, then a summary that
 checks the claims against Placement's usages.
+
+With ``--state-dir DIR`` the demo's cloud stays in DIR for the operator's tools: its
+databases, decision records and flavors, and a nova.conf every ``novasched-manage`` command
+takes; the demo ends with the commands to try on it, and ``--state-dir DIR
+--serve-placement`` brings its Placement back.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid as uuidlib
@@ -26,6 +33,7 @@ LOG = logging.getLogger(__name__)
 @dataclass(slots=True)
 class Outcome:
     name: str
+    request_id: str = ""
     placed: list[list[Any]] = field(default_factory=list)  # Selection lists
     error: str | None = None
     seconds: float = 0.0
@@ -33,11 +41,29 @@ class Outcome:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="novasched-manage demo", description=__doc__)
-    p.add_argument("--hosts", type=int, default=240, help="compute nodes in the fleet")
-    p.add_argument("--cells", type=int, default=2, help="cell databases")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--boots", type=int, default=40, help="random boots after the scenarios")
-    p.add_argument("--state-dir", help="keep the databases here (default: a temporary dir)")
+    p.add_argument(
+        "--hosts", type=int, default=240, help="compute nodes in the fleet (default 240)"
+    )
+    p.add_argument("--cells", type=int, default=2, help="cell databases (default 2)")
+    p.add_argument(
+        "--seed", type=int, default=7, help="the seed of the fleet and of the boots (default 7)"
+    )
+    p.add_argument(
+        "--boots", type=int, default=40, help="random boots after the scenarios (default 40)"
+    )
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep the demo's cloud in DIR (a new or empty directory): its databases, decision "
+        "records and flavors, and a nova.conf every novasched-manage command takes "
+        "(default: a temporary directory, removed at the end)",
+    )
+    p.add_argument(
+        "--serve-placement",
+        action="store_true",
+        help="do not run the demo: serve the Placement of the demo kept in --state-dir again, "
+        "on the address its nova.conf names, until interrupted",
+    )
     p.add_argument("--verbose", action="store_true", help="show the scheduler's own log")
     return p
 
@@ -60,20 +86,41 @@ def main(argv: Any = None) -> int:
         logging.getLogger("filters").setLevel(logging.ERROR)
         # Placement's own "Over capacity ..." warnings are expected when claims race
         logging.getLogger("placement").setLevel(logging.ERROR)
-    state = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="novasched-"))
-    state.mkdir(parents=True, exist_ok=True)
+    from scheduler.demo import state as kept
+
     try:
-        return _run(args, state)
-    finally:
+        if args.serve_placement:
+            if not args.state_dir:
+                raise kept.DemoStateError("--serve-placement needs the --state-dir of a demo")
+            return kept.serve_placement(Path(args.state_dir).expanduser().resolve())
         if not args.state_dir:
-            shutil.rmtree(state, ignore_errors=True)
+            state = Path(tempfile.mkdtemp(prefix="novasched-"))
+            try:
+                status = _run(args, state)
+            finally:
+                shutil.rmtree(state, ignore_errors=True)
+            print(kept.how_to_keep(_manage_command(), _changed_options(args)))
+            return status
+        # absolute: the cell mappings and nova.conf name the files by it
+        state = Path(args.state_dir).expanduser().resolve()
+        kept.check_unused(state)
+        try:
+            state.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise kept.DemoStateError(f"--state-dir {state}: {exc.strerror or exc}") from None
+        return _run(args, state)
+    except kept.DemoStateError as exc:
+        print(f"novasched-manage demo: error: {exc}", file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace, state: Path) -> int:
     import db
     from placement_client.api import PlacementClient
     from scheduler.conf import CONF
+    from scheduler.demo import flavors
     from scheduler.demo import fleet as fleet_mod
+    from scheduler.demo import state as kept
     from scheduler.demo.embedded_placement import EmbeddedPlacement
     from scheduler.rpc import transport as rpc
     from scheduler.rpc.context import RequestContext
@@ -81,21 +128,21 @@ def _run(args: argparse.Namespace, state: Path) -> int:
     from scheduler.rpc.service import SchedulerService
 
     t_setup = time.perf_counter()
-    api_url = f"sqlite:///{state / 'nova_api.sqlite'}"
+    api_url = kept.sqlite_url(state / kept.API_DB)
     api = db.get_engine(api_url)
     db.create_schema(api, "api")
-    db.ensure_cell0(api, f"sqlite:///{state / 'nova_cell0.sqlite'}")
+    db.ensure_cell0(api, kept.sqlite_url(kept.cell_db(state, 0)))
+    # what nova-api holds: the flavors of the fleet's instances and of the demo's boots
+    flavors.write_flavors(api)
     cell_engines: dict[str, Any] = {}
-    # the scheduler's own database (its nova-scheduler services row), as in a one-cell nova
-    main_db_url = f"sqlite:///{state / 'nova_cell1.sqlite'}"
     for i in range(1, args.cells + 1):
-        url = f"sqlite:///{state / f'nova_cell{i}.sqlite'}"
+        url = kept.sqlite_url(kept.cell_db(state, i))
         mapping = db.create_cell_mapping(api, name=f"cell{i}", database_connection=url)
         db.create_schema(url, "cell")
         cell_engines[mapping["uuid"]] = db.get_engine(url)
     print(f"Databases: API + {args.cells} cell(s) (SQLite) in {state}")
 
-    placement_svc = EmbeddedPlacement(f"sqlite:///{state / 'placement.sqlite'}", mode="thread")
+    placement_svc = EmbeddedPlacement(kept.sqlite_url(state / kept.PLACEMENT_DB), mode="thread")
     url = placement_svc.start()
     print(f"Placement 16 (openstack-placement) serving on {url}")
     placement = PlacementClient(url, token="admin")
@@ -119,17 +166,14 @@ def _run(args: argparse.Namespace, state: Path) -> int:
         # nova-compute does every report_interval
         for engine in cell_engines.values():
             db.touch_services(engine)
+        # the demo's service_down_time is a year (its cloud is used after it ends): its down
+        # hosts last reported longer ago than that
+        _age_heartbeats(cell_engines, fleet.down_hosts, kept.SERVICE_DOWN_TIME)
 
-        CONF.set_override("connection", api_url, group="api_database")
-        CONF.set_override("auth_type", "noauth2", group="placement")
-        CONF.set_override("endpoint_override", url, group="placement")
-        CONF.set_override("host", "novasched-demo")
-        # the demo's caller is its operator: show why a request found no host
-        CONF.set_override("novalidhost_detail", True, group="scheduler")
-        CONF.set_override("connection", main_db_url, group="database")
-        # the decision records go beside the demo's databases (nova's /var/lib/nova is not
-        # a demo's): novasched-manage decision show reads them with --state-dir kept
-        CONF.set_override("state_path", str(state))
+        # what the demo runs with, written to nova.conf for the commands run on its cloud
+        kept.configure(CONF, state, url)
+        kept.write_nova_conf(state, CONF)
+        kept.write_try_conf(state)
         # oslo.messaging's in-process driver: the real RPC stack and wire encoding, no broker
         transport = rpc.get_transport(CONF, url="fake:/")
         service = SchedulerService(CONF, transport=transport)
@@ -139,23 +183,66 @@ def _run(args: argparse.Namespace, state: Path) -> int:
             outcomes = _scenarios(client, RequestContext, fleet, args)
         finally:
             service.stop()
-        return _summary(outcomes, placement, fleet)
+        status = _summary(outcomes, placement, fleet)
     finally:
         placement_svc.stop()
         db.dispose_engines()
+    if args.state_dir:
+        # a multi-create's record shows the filters, the weighers and the alternates
+        shown = next((o for o in outcomes if len(o.placed) > 1), outcomes[0])
+        print(kept.next_steps(state, _manage_command(), shown.request_id))
+    return status
 
 
-def _flavor(name: str, vcpus: int, ram_mb: int, disk_gb: int, **extra_specs: str):
-    from scheduler.objects import Flavor
+def _age_heartbeats(cell_engines: dict[str, Any], hosts: set[str], seconds: int) -> None:
+    """Move the last heartbeats of ``hosts``' nova-compute services ``seconds`` back."""
+    import datetime
 
-    return Flavor(
-        name=name,
-        flavorid=name,
-        vcpus=vcpus,
-        memory_mb=ram_mb,
-        root_gb=disk_gb,
-        extra_specs=dict(extra_specs),
-    )
+    import sqlalchemy as sa
+
+    from db import models
+
+    t = models.services
+    back = datetime.timedelta(seconds=seconds)
+    for engine in cell_engines.values():
+        with engine.begin() as conn:
+            rows = conn.execute(
+                sa.select(t.c.id, t.c.last_seen_up, t.c.updated_at).where(
+                    t.c.host.in_(sorted(hosts)), t.c.binary == "nova-compute"
+                )
+            ).all()
+            for row in rows:
+                conn.execute(
+                    t.update()
+                    .where(t.c.id == row.id)
+                    .values(
+                        last_seen_up=row.last_seen_up and row.last_seen_up - back,
+                        updated_at=row.updated_at and row.updated_at - back,
+                    )
+                )
+
+
+def _manage_command() -> str:
+    """How to run novasched-manage from here: its name when the shell finds this one, else
+    the path it was started by (``make demo``: .venv/bin/novasched-manage)."""
+    invoked = sys.argv[0] if sys.argv else ""
+    if Path(invoked).name != "novasched-manage":
+        return "novasched-manage"
+    found = shutil.which("novasched-manage")
+    if found and Path(found).resolve() == Path(invoked).resolve():
+        return "novasched-manage"
+    return shlex.quote(invoked)
+
+
+def _changed_options(args: argparse.Namespace) -> list[str]:
+    """The demo's options that ``args`` sets to other than their defaults, as typed."""
+    defaults = _parser().parse_args([])
+    out: list[str] = []
+    for name in ("hosts", "cells", "seed", "boots"):
+        value = getattr(args, name)
+        if value != getattr(defaults, name):
+            out += [f"--{name}", str(value)]
+    return out
 
 
 def _boot(client, ctx_cls, name: str, flavor, count: int = 1, **spec_fields) -> Outcome:
@@ -176,7 +263,7 @@ def _boot(client, ctx_cls, name: str, flavor, count: int = 1, **spec_fields) -> 
         instance_uuid=uuids[0],
         **spec_fields,
     )
-    out = Outcome(name=name)
+    out = Outcome(name=name, request_id=ctx.request_id)
     t0 = time.perf_counter()
     try:
         out.placed = client.select_destinations(
@@ -207,10 +294,11 @@ def _print(out: Outcome) -> None:
 def _scenarios(client, ctx_cls, fleet, args) -> list[Outcome]:
     import random
 
+    from scheduler.demo.flavors import flavor
     from scheduler.objects import ImageMeta, InstanceGroup
 
-    small = _flavor("m1.small", 2, 2048, 20)
-    medium = _flavor("m1.medium", 4, 8192, 40)
+    small = flavor("m1.small")
+    medium = flavor("m1.medium")
     outcomes: list[Outcome] = []
 
     def run(name, flavor, count=1, **fields):
@@ -245,15 +333,15 @@ def _scenarios(client, ctx_cls, fleet, args) -> list[Outcome]:
     run("aarch64 image (ImagePropertiesFilter)", small, image=arm)
     run(
         "SSD hosts only (trait:CUSTOM_SSD=required)",
-        _flavor("ssd.small", 2, 2048, 20, **{"trait:CUSTOM_SSD": "required"}),
+        flavor("ssd.small"),
     )
-    run("a flavor that cannot fit anywhere (4 TiB RAM)", _flavor("huge", 8, 4 * 1024 * 1024, 20))
+    run("a flavor that cannot fit anywhere (4 TiB RAM)", flavor("huge"))
     ppc = ImageMeta(name="ppc-image", properties={"hw_architecture": "ppc64le"})
     run("a ppc64le image: no host supports it", small, image=ppc)
     group = InstanceGroup(uuid=str(uuidlib.uuid4()), name="tight", policy="affinity")
     run(
         "affinity group of 24 x m1.xlarge (768 GiB): no host takes them all, claims rolled back",
-        _flavor("m1.xlarge", 16, 32768, 160),
+        flavor("m1.xlarge"),
         24,
         instance_group=group,
         scheduler_hints={"group": [group.uuid]},
@@ -270,7 +358,7 @@ def _scenarios(client, ctx_cls, fleet, args) -> list[Outcome]:
     from scheduler.objects import RequestSpec
 
     spec = RequestSpec(
-        flavor=_flavor("m1.small", 2, 2048, 20),
+        flavor=flavor("m1.small"),
         project_id=ctx.project_id,
         user_id=ctx.user_id,
         image=ImageMeta(name="ubuntu-arm64", properties={"hw_architecture": "aarch64"}),
@@ -281,11 +369,11 @@ def _scenarios(client, ctx_cls, fleet, args) -> list[Outcome]:
 
     print(f"\n== A stream of {args.boots} random boots ==")
     rng = random.Random(args.seed)
-    flavors = [small, medium, _flavor("m1.large", 8, 16384, 80)]
+    stream = [small, medium, flavor("m1.large")]
     for i in range(args.boots):
-        flavor = rng.choice(flavors)
+        chosen = rng.choice(stream)
         count = rng.choice([1, 1, 1, 2, 3])
-        out = _boot(client, ctx_cls, f"boot {i + 1}: {count} x {flavor.name}", flavor, count)
+        out = _boot(client, ctx_cls, f"boot {i + 1}: {count} x {chosen.name}", chosen, count)
         outcomes.append(out)
         status = (
             "NoValidHost" if out.error else ", ".join(sel[0].service_host for sel in out.placed)

@@ -27,3 +27,5 @@ def test_demo_prints_the_demo_and_nothing_else():
     ]
     assert noise == []
     assert "placed instances without a claim in Placement: 0" in done.stdout
+    # its cloud was in a temporary directory: the demo says how to keep it
+    assert lines[-1] == f"  {MANAGE} demo --hosts 40 --boots 4 --state-dir demo-cloud"
