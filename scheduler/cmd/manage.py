@@ -920,6 +920,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             level=logging.DEBUG if args.debug else logging.WARNING,
             format="%(levelname)s %(name)s: %(message)s",
         )
+        if not args.debug:
+            # the service logs each down host on every request, as nova does; a command
+            # that runs many requests (replay, capacity) would print it hundreds of times,
+            # and its answer says which hosts were down
+            logging.getLogger("filters.compute_filter").setLevel(logging.ERROR)
         if args.func is cmd_demo:
             return cmd_demo(args)
         try:
