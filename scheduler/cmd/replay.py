@@ -1,14 +1,15 @@
 """``novasched-manage replay``: what the recorded decisions would have been with another
 configuration (``scheduler/replay``; docs/operations.md, "What-if replay").
 
-    novasched-manage --config-file nova.conf replay --config-file NEW.conf --from-records
+    novasched-manage --config-file nova.conf replay [--what-if NEW.conf]
         [--since T] [--until T] [--limit N] [--show N] [--json]
 
-The ``--config-file`` after ``replay`` is read after the others, so that it overrides them:
-a whole copy of nova.conf, or only the options to try (``[filter_scheduler]
-ram_weight_multiplier = -1.0``). The replay runs on today's fleet, read once through the
-host manager (the cells) and the provider view's feed (Placement's database, else its API),
-from which the recorded instances are taken out first; it claims nothing and writes nothing.
+``--what-if`` (also ``--config-file`` after ``replay``, its older name) is read after the
+others, so that it overrides them: a whole copy of nova.conf, or only the options to try
+(``[filter_scheduler] ram_weight_multiplier = -1.0``). The replay runs on today's fleet, read
+once through the host manager (the cells) and the provider view's feed (Placement's
+database, else its API), from which the recorded instances are taken out first; it claims
+nothing and writes nothing.
 Exit status: 0 replayed, 2 no record to replay, 1 an error.
 """
 
@@ -43,17 +44,21 @@ def add_parsers(subparsers: Any) -> None:
         "nothing, and say which decisions would change",
     )
     p.add_argument(
+        "--what-if",
         "--config-file",
         dest="replay_config_files",
         action="append",
         metavar="NEW.conf",
-        help="the configuration to try: read after the others, so its options win (repeatable)",
+        help="the configuration to try: read after nova.conf, so its options win "
+        "(repeatable; --config-file is its older name). Without it the records are replayed "
+        "with nova.conf alone: how well a replay reproduces them",
     )
     p.add_argument(
         "--from-records",
         action="store_true",
-        required=True,
-        help="replay the decision records ([decision_records]) of the scheduler",
+        default=True,
+        help="replay the decision records ([decision_records]) of the scheduler (the only "
+        "source, and the default)",
     )
     add_window(p, "recorded", LIMIT)
     p.add_argument(

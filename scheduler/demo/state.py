@@ -171,7 +171,7 @@ def write_try_conf(state: Path) -> Path:
     lines = [
         "# A what-if for replay: read after nova.conf, its options win.",
         f"#   novasched-manage --config-file {nova_conf} replay \\",
-        f"#       --config-file {shlex.quote(str(path))} --from-records",
+        f"#       --what-if {shlex.quote(str(path))}",
         "[filter_scheduler]",
         "# pack by RAM (the fullest host that fits first) instead of spreading (1.0)",
         "ram_weight_multiplier = -1.0",
@@ -220,7 +220,7 @@ def next_steps(state: Path, manage: str, request_id: str | None = None) -> str:
             "Placement first, in another terminal (Ctrl-C stops it):",
             f"  {manage} demo --state-dir {shlex.quote(str(state))} --serve-placement",
             "  # the demo's boots again, packed by RAM (try.conf: ram_weight_multiplier = -1.0)",
-            f"  {conf} replay --config-file {try_conf} --from-records",
+            f"  {conf} replay --what-if {try_conf}",
         ]
     )
 

@@ -86,7 +86,7 @@ def test_the_demo_ends_with_the_commands_to_try_on_its_directory(demo):
         f"--config-file {conf} explain --flavor m1.small",
         f"--config-file {conf} decision list",
         f"demo --state-dir {demo.state} --serve-placement",
-        f"--config-file {conf} replay --config-file {demo.state / 'try.conf'} --from-records",
+        f"--config-file {conf} replay --what-if {demo.state / 'try.conf'}",
     ]:
         assert line in demo.stdout
     assert (demo.state / "try.conf").read_text().count("ram_weight_multiplier = -1.0") == 1
@@ -160,9 +160,8 @@ def test_replay_reproduces_the_demo_against_its_placement_served_again(demo):
             "--config-file",
             demo.conf,
             "replay",
-            "--config-file",
+            "--what-if",
             str(demo.state / "try.conf"),
-            "--from-records",
             "--json",
             cwd=demo.cwd,
         )
