@@ -1,18 +1,22 @@
 """``novasched-manage decision show|list``: read back the decisions the scheduler recorded
 (``scheduler/records``; docs/operations.md, "Decision records").
 
-    novasched-manage --config-file nova.conf decision show <instance uuid | request id> [--json]
-    novasched-manage --config-file nova.conf decision list [--host H] [--since T] [--until T]
-        [--limit N] [--json]
+    novasched-manage --config-file nova.conf decision show <instance uuid | request id>
+        [--host H] [--json]
+    novasched-manage --config-file nova.conf decision list [--host H] [--outcome O]
+        [--project P] [--flavor F] [--since T] [--until T] [--limit N] [--json]
 
 The store is the scheduler's: ``[decision_records] connection``, else
 ``novasched-decisions.sqlite`` in ``[DEFAULT] state_path``, read whether or not recording is
 enabled now. The commands never create it: a missing file or missing tables is an error
 that says so. ``T`` is ISO 8601 (``2026-11-26T10:00``, UTC unless it carries an offset) or
 a time ago (``90s``, ``30m``, ``2h``, ``7d``, ``1w``). ``show`` prints every decision that
-names the instance (a reschedule adds one) or the request, newest first, with the driver's
-document in words; ``list`` one line per decision, newest first. ``--json`` prints the
-records as JSON for scripts. Exit status: 0 found, 2 nothing found, 1 an error.
+names the instance (a reschedule adds one) or the request (upper-case uuids are found too),
+newest first, with the driver's document in words: of the weighed hosts, the margin between
+the first two and what made it, and only the weighers that differ between them. ``show
+--host H`` says instead why H was or was not chosen (``why_not``). ``list`` prints one line
+per decision, newest first. ``--json`` prints the records as JSON for scripts. Exit status:
+0 found, 2 nothing found, 1 an error.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import re
 import sys
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -30,7 +35,7 @@ import sqlalchemy as sa
 
 from scheduler.cmd import positive_int, text_table
 from scheduler.conf import CONF
-from scheduler.records import DecisionRecord, DecisionStore, StoreError
+from scheduler.records import OUTCOMES, DecisionRecord, DecisionStore, StoreError
 from scheduler.records.record import utcnow
 from scheduler.records.recorder import store_option, store_url
 from scheduler.records.store import first_line, safe_url
@@ -46,12 +51,20 @@ SECTIONS = {
     "placement": "Placement",
     "filters": "Filters",
     "weighed": "Weighed hosts",
+    "per_host": "Per host",
     "selections": "Selections",
     "reason": "Reason",
 }
 # the document's keys left out of the words: the whole request as it arrived (nova's wire
 # form, for novasched-manage replay; --json prints it)
 HIDDEN = ("spec",)
+# the document version that brought ``per_host`` (scheduler/drivers/decisions.py)
+PER_HOST_VERSION = 4
+# the weighers named for a margin (the rest are summed)
+MARGIN_WEIGHERS = 3
+# the values a document's request holds that list filters on, by dotted path
+PROJECT_PATH = "request.project_id"
+FLAVOR_PATH = "request.flavor.name"
 # the key that names an item of a list of objects (a filter, a weighed host)
 _TITLE_KEYS = ("host", "name", "filter", "weigher", "instance_uuid", "uuid")
 _AGO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*(?:ago)?\s*$", re.IGNORECASE)
@@ -103,11 +116,33 @@ def add_parsers(subparsers: Any) -> None:
         "newest first, with what the scheduler saw",
     )
     show.add_argument("key", metavar="INSTANCE_UUID|REQUEST_ID")
-    show.add_argument("--json", action="store_true", help="print the records as JSON")
+    show.add_argument(
+        "--host",
+        metavar="HOST",
+        help="why HOST was or was not chosen: narrowed out before the filters, removed by "
+        "a filter (and why), or its rank and weight and how far behind the chosen host it "
+        "was, by weigher; or that it was not a candidate",
+    )
+    show.add_argument(
+        "--json", action="store_true", help="print the records (or the answers) as JSON"
+    )
     show.set_defaults(func=cmd_show)
 
     lst = actions.add_parser("list", help="one line per decision, newest first")
     lst.add_argument("--host", metavar="HOST", help="only decisions that chose this host")
+    lst.add_argument("--outcome", choices=OUTCOMES, help="only decisions that ended so")
+    lst.add_argument(
+        "--project",
+        metavar="ID",
+        help="only the requests of this project. Read from each decision's document, which "
+        "no index covers: the store reads the documents of the --since/--until window, "
+        "newest first, until --limit match; narrow the window on a large store",
+    )
+    lst.add_argument(
+        "--flavor",
+        metavar="NAME",
+        help="only the requests of this flavor (read as --project is)",
+    )
     add_window(lst, "made", LIST_LIMIT)
     lst.add_argument("--json", action="store_true", help="print the records as JSON")
     lst.set_defaults(func=cmd_list)
@@ -133,8 +168,22 @@ def window(store: DecisionStore, args: argparse.Namespace) -> list[DecisionRecor
     """The records of ``args``' window (``add_window``), newest first, at most ``--limit``."""
     if args.since and args.until and args.since > args.until:
         raise Failed("--since is after --until")
-    host = getattr(args, "host", None)
-    return store.list(host=host, since=args.since, until=args.until, limit=args.limit)
+    document = {
+        path: value
+        for path, value in (
+            (PROJECT_PATH, getattr(args, "project", None)),
+            (FLAVOR_PATH, getattr(args, "flavor", None)),
+        )
+        if value is not None
+    }
+    return store.list(
+        host=getattr(args, "host", None),
+        outcome=getattr(args, "outcome", None),
+        since=args.since,
+        until=args.until,
+        limit=args.limit,
+        document=document or None,
+    )
 
 
 # ------------------------------------------------------------------------------ commands
@@ -185,7 +234,14 @@ def _show(store: DecisionStore, args: argparse.Namespace) -> int:
     records = store.find(args.key.strip())
     if not records:
         raise Failed(f"no decision recorded for instance or request {args.key}", NOT_FOUND)
-    if args.json:
+    host = (args.host or "").strip()
+    if host:
+        answers = [(r, why_not(r, host)) for r in records]
+        if args.json:
+            print(json.dumps([_answer_json(r, a) for r, a in answers], indent=2))
+        else:
+            print("\n\n".join(render_answer(r, a) for r, a in answers))
+    elif args.json:
         print(json.dumps([r.as_dict() for r in records], indent=2))
     else:
         print("\n\n".join(render_record(r) for r in records))
@@ -207,6 +263,12 @@ def _list(store: DecisionStore, args: argparse.Namespace) -> int:
 
 def _described(args: argparse.Namespace) -> str:
     words = []
+    if args.outcome:
+        words.append(f"with outcome {args.outcome}")
+    if args.project:
+        words.append(f"of project {args.project}")
+    if args.flavor:
+        words.append(f"of flavor {args.flavor}")
     if args.host:
         words.append(f"on host {args.host}")
     if args.since:
@@ -249,8 +311,452 @@ def render_record(rec: DecisionRecord) -> str:
     ]
     for key in keys:
         title = SECTIONS.get(key) or str(key).replace("_", " ").capitalize()
-        lines += render_value(title, doc[key], 2)
+        if key == "per_host":  # a line on how much there is: show --host reads it
+            lines += _wrapped(f"  {title}: {_per_host_summary(doc[key])}", 2)
+            continue
+        weighed = render_weighed(title, doc[key], rec.hosts, 2) if key == "weighed" else None
+        lines += weighed if weighed is not None else render_value(title, doc[key], 2)
     return "\n".join(lines)
+
+
+def _per_host_summary(per_host: Any) -> str:
+    if not isinstance(per_host, dict):
+        return "- (the filters never ran)"
+    if "unrecorded" in per_host:
+        return f"not kept ({_fmt(per_host['unrecorded'])})"
+    removed = sum(
+        len(g.get("hosts") or ()) for g in per_host.get("removed") or () if isinstance(g, dict)
+    )
+    passed = len(per_host.get("passed") or ())
+    text = (
+        f"{_fmt(per_host.get('hosts_in'))} hosts given to the filters: {removed} removed, "
+        f"{passed} passed"
+    )
+    capped = per_host.get("capped")
+    if isinstance(capped, dict):
+        text += (
+            f", {_fmt(capped.get('left_out'))} more not named (the record names "
+            f"{_fmt(capped.get('limit'))} at most)"
+        )
+    return text + "; show --host HOST says why HOST was or was not chosen"
+
+
+# ------------------------------------------------------------------------------ weighed
+
+
+def render_weighed(label: str, weighed: Any, chosen: list[Any], indent: int) -> list[str] | None:
+    """The weighed hosts, per instance: the margin between the first two hosts and the
+    weighers that made most of it, the weighers whose share is the same for every host shown
+    in one line, then each host with only the weighers whose share differs. ``chosen``: the
+    host chosen for each instance. None when ``weighed`` is not the driver's shape (a list
+    per instance of weighed hosts, or one such list)."""
+    if not isinstance(weighed, list) or not weighed:
+        return None
+    if all(isinstance(h, dict) for h in weighed):
+        instances, numbered = [weighed], False
+    elif all(isinstance(i, list) and all(isinstance(h, dict) for h in i) for i in weighed):
+        instances, numbered = weighed, True
+    else:
+        return None
+    pad = " " * indent
+    lines = [f"{pad}{label}:"]
+    for number, hosts in enumerate(instances, 1):
+        inner = indent + 2
+        if numbered:
+            lines.append(f"{pad}  #{number}:")
+            inner += 2
+        picked = chosen[number - 1] if number - 1 < len(chosen) else None
+        lines += _weighed_instance(hosts, picked, inner)
+    return lines
+
+
+def _weighed_instance(hosts: list[dict[str, Any]], chosen: Any, indent: int) -> list[str]:
+    pad = " " * indent
+    if not hosts:
+        return [f"{pad}-"]
+    names = list(dict.fromkeys(n for h in hosts for n in _weighers(h)))
+    differ, same = [], []
+    for name in names:
+        keys = {_share_key(_weighers(h).get(name)) for h in hosts}
+        if len(hosts) > 1:
+            (differ if len(keys) > 1 else same).append(name)
+        else:  # one host: what counted for it, and what did not
+            (differ if keys != {0.0} else same).append(name)
+    lines: list[str] = []
+    if len(hosts) > 1:
+        lines += _margin_lines(hosts, differ, indent)
+    first = hosts[0].get("host")
+    if chosen is not None and first is not None and chosen != first:
+        place = next((i for i, h in enumerate(hosts, 1) if h.get("host") == chosen), None)
+        where = f"weighed #{place}" if place else f"not among the {len(hosts)} shown"
+        lines += _wrapped(
+            f"{pad}chosen: {chosen}, {where} (a random pick among the best "
+            "[filter_scheduler] host_subset_size, or the claim on a better host was refused)",
+            indent,
+        )
+    if same:
+        label = "same for every host shown" if len(hosts) > 1 else "no share"
+        lines += _wrapped(f"{pad}{label}: {', '.join(same)}", indent)
+    for host in hosts:
+        head = f"{pad}- {_fmt(host.get('host'))}"
+        node = host.get("node")
+        if node is not None and node != host.get("host"):
+            head += f" (node {_fmt(node)})"
+        lines.append(f"{head}: weight {_fmt(host.get('weight'))}")
+        parts = _weighers(host)
+        for name in differ:
+            lines += _wrapped(f"{pad}    {name}: {_weigher_words(parts.get(name))}", indent + 4)
+    return lines
+
+
+def _weighers(host: dict[str, Any]) -> dict[str, Any]:
+    parts = host.get("weighers")
+    return parts if isinstance(parts, dict) else {}
+
+
+def _share_key(part: Any) -> Any:
+    """What a weigher's part is compared by: its share (0 for -0), else the whole part."""
+    share = _share(part)
+    if share is not None:
+        return share
+    if isinstance(part, dict):
+        return tuple(sorted((str(k), _fmt(v)) for k, v in part.items()))
+    return _fmt(part)
+
+
+def _share(part: Any) -> float | None:
+    if isinstance(part, dict):
+        value = _number(part.get("share"))
+        if value is not None:
+            return round(value, 6) + 0.0
+    return None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _weigher_words(part: Any) -> str:
+    if not isinstance(part, dict):
+        return _fmt(part)
+    if "error" in part:
+        return f"error: {_fmt(part['error'])}"
+    rest = ", ".join(f"{k} {_fmt(v)}" for k, v in part.items() if k != "share" and _scalar(v))
+    if "share" not in part:
+        return rest or "-"
+    return f"share {_fmt(part['share'])}" + (f" ({rest})" if rest else "")
+
+
+def _margin_lines(hosts: list[dict[str, Any]], differ: list[str], indent: int) -> list[str]:
+    """The first host's lead over the second, and the weighers that made most of it."""
+    a, b = hosts[0], hosts[1]
+    wa, wb = _number(a.get("weight")), _number(b.get("weight"))
+    if wa is None or wb is None:
+        return []
+    pad = " " * indent
+    first, second = _fmt(a.get("host")), _fmt(b.get("host"))
+    margin = _diff(wa, wb)
+    if not margin:
+        return [f"{pad}margin: none: {first} and {second} weigh the same"]
+    text = f"{pad}margin: {first} over {second} by {_fmt(margin)}"
+    made = _share_gaps(a, b, differ)
+    if made:
+        text += ": " + _gap_words(made)
+    return _wrapped(text, indent)
+
+
+def _share_gaps(a: dict[str, Any], b: dict[str, Any], names: list[str]) -> list[tuple[str, float]]:
+    """Per weigher of ``names``, ``a``'s share less ``b``'s, the largest first (none where
+    either has no share, or they are equal)."""
+    gaps = []
+    for name in names:
+        mine, theirs = _share(_weighers(a).get(name)), _share(_weighers(b).get(name))
+        if mine is not None and theirs is not None and _diff(mine, theirs):
+            gaps.append((name, _diff(mine, theirs)))
+    gaps.sort(key=lambda g: -abs(g[1]))
+    return gaps
+
+
+def _gap_words(gaps: list[tuple[str, float]]) -> str:
+    words = [f"{name} {_signed(gap)}" for name, gap in gaps[:MARGIN_WEIGHERS]]
+    rest = gaps[MARGIN_WEIGHERS:]
+    if rest:
+        words.append(f"{len(rest)} more {_signed(sum(g for _, g in rest))}")
+    return ", ".join(words)
+
+
+# ------------------------------------------------------------------------------ why not
+
+
+# what a record says of a host: ``HostAnswer.verdict``
+CHOSEN = "chosen"
+PASSED = "passed"
+REMOVED = "removed"
+NARROWED = "narrowed"
+NOT_CANDIDATE = "not_candidate"
+NOT_RECORDED = "not_recorded"  # capped before it, or not written
+NO_FILTERS = "no_filters"  # the filters never ran
+PREDATES = "predates"  # a document before per-host detail
+
+
+@dataclass(slots=True)
+class HostAnswer:
+    """Why a host was or was not chosen, as one decision record says: ``verdict`` (CHOSEN,
+    PASSED, REMOVED, NARROWED, NOT_CANDIDATE, NOT_RECORDED, NO_FILTERS, PREDATES), the
+    answer in words (``lines``) and its figures (``detail``: filter, reason, rank, weight,
+    behind, ...)."""
+
+    host: str
+    verdict: str
+    lines: list[str]
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "verdict": self.verdict, "answer": self.lines, **self.detail}
+
+
+def why_not(rec: DecisionRecord, host: str) -> HostAnswer:
+    """What ``rec`` says of ``host`` (a host or node name, in any case): chosen; narrowed
+    out before the filters; removed by a filter, with its reason; passed, with its rank,
+    its weight and how far behind the chosen host it was, by weigher; or not a candidate.
+    The per-host detail is the first instance's."""
+    doc = rec.document
+    want = host.strip().lower()
+    chosen_for = [i for i, h in enumerate(rec.hosts, 1) if str(h).lower() == want]
+    lines = []
+    if chosen_for:
+        many = "s" if len(chosen_for) > 1 else ""
+        lines.append(f"chosen for instance{many} {', '.join(map(str, chosen_for))}")
+    unrecorded = doc.get("unrecorded") or _get(doc.get("per_host"), "unrecorded")
+    if unrecorded:  # the document, or its per-host detail, could not be written
+        lines.append(f"the record does not say: its detail was not kept ({_fmt(unrecorded)})")
+        return HostAnswer(host, CHOSEN if chosen_for else NOT_RECORDED, lines)
+    if "per_host" not in doc:
+        lines.append(
+            f"this record predates per-host detail (document version "
+            f"{_fmt(doc.get('version', 1))}; per-host detail came with {PER_HOST_VERSION})"
+        )
+        return HostAnswer(host, CHOSEN if chosen_for else PREDATES, lines)
+    per_host = doc["per_host"]
+    if not isinstance(per_host, dict):
+        reason = doc.get("reason") or "Placement returned no candidate"
+        lines.append(f"the filters never ran: {_fmt(reason)}")
+        return HostAnswer(host, NO_FILTERS, lines)
+    answer = _per_host_answer(rec, per_host, want)
+    if answer is None:
+        answer = _not_given_answer(doc, per_host, want)
+    answer.host = host
+    answer.lines = lines + answer.lines
+    if chosen_for:
+        answer.verdict = CHOSEN
+    instances = _num_instances(doc)
+    if instances > 1 and answer.verdict not in (NARROWED, NOT_CANDIDATE):
+        answer.lines.append(f"(the per-host detail is the first instance's, of {instances})")
+    return answer
+
+
+def _per_host_answer(rec: DecisionRecord, per_host: dict[str, Any], want: str) -> HostAnswer | None:
+    """The answer of a host the filters were given: the filter that removed it, or its
+    place among the hosts that passed; one per node when a host has several (ironic). None
+    if the record does not name it."""
+    found: list[tuple[Any, HostAnswer]] = []
+    for group in per_host.get("removed") or ():
+        if isinstance(group, dict):
+            found += [
+                (e, _removed_answer(rec.document, group))
+                for e in group.get("hosts") or ()
+                if _matches(e, want)
+            ]
+    for entry in per_host.get("passed") or ():
+        if _matches(entry, want):
+            found.append((entry, _passed_answer(rec, per_host, entry)))
+    if len(found) <= 1:
+        return found[0][1] if found else None
+    # a host of several nodes: each node's answer; it passed if one of them did
+    nodes = {_entry_node(e): a for e, a in found}
+    lines = [f"node {node}: {line}" for node, a in nodes.items() for line in a.lines]
+    verdict = PASSED if any(a.verdict == PASSED for a in nodes.values()) else REMOVED
+    return HostAnswer("", verdict, lines, {"nodes": {n: a.as_dict() for n, a in nodes.items()}})
+
+
+def _not_given_answer(doc: dict[str, Any], per_host: dict[str, Any], want: str) -> HostAnswer:
+    """A host the filters were not given: narrowed out, left out of the record (capped) or
+    not a candidate."""
+    narrowed = _narrowed_by(doc, want)
+    if narrowed:
+        return HostAnswer(
+            "", NARROWED, [f"taken out before the filters: {narrowed}"], {"narrowed": narrowed}
+        )
+    given = _fmt(per_host.get("hosts_in"))
+    capped = per_host.get("capped")
+    if isinstance(capped, dict):
+        text = (
+            f"not among the hosts the record names: {_fmt(capped.get('left_out'))} of the "
+            f"{given} given to the filters were left out (it names {_fmt(capped.get('limit'))} "
+            "at most)"
+        )
+        return HostAnswer("", NOT_RECORDED, [text])
+    text = (
+        "not a candidate: Placement did not return it, or it is in another cell (the "
+        f"filters were given {given} hosts)"
+    )
+    return HostAnswer("", NOT_CANDIDATE, [text])
+
+
+def _get(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _num_instances(doc: dict[str, Any]) -> int:
+    request = doc.get("request")
+    value = request.get("num_instances") if isinstance(request, dict) else None
+    return value if isinstance(value, int) else 1
+
+
+def _entry_name(entry: Any) -> str:
+    """A per-host entry's host name (an entry is a name, or ``[host, node]``)."""
+    return str(entry[0]) if isinstance(entry, list) and entry else str(entry)
+
+
+def _entry_node(entry: Any) -> str:
+    """A per-host entry's node name (its host's, unless named otherwise)."""
+    return str(entry[-1]) if isinstance(entry, list) and entry else str(entry)
+
+
+def _matches(entry: Any, want: str) -> bool:
+    """Whether a per-host entry is the host or the node ``want`` (lower-case)."""
+    names = entry if isinstance(entry, list) else [entry]
+    return any(str(n).lower() == want for n in names)
+
+
+def _removed_answer(doc: dict[str, Any], group: dict[str, Any]) -> HostAnswer:
+    name = group.get("filter")
+    reason = group.get("reason")
+    text = f"removed by {_fmt(name)}"
+    if reason:
+        text += f": {_fmt(reason)}"
+    filters = [f for f in doc.get("filters") or () if isinstance(f, dict)]
+    place = next((i for i, f in enumerate(filters, 1) if f.get("name") == name), None)
+    if place is not None:
+        step = filters[place - 1]
+        hosts_in, passed = _number(step.get("hosts_in")), _number(step.get("hosts_passed"))
+        text += f" (filter {place} of {len(filters)}"
+        if hosts_in is not None and passed is not None:
+            text += f", which removed {hosts_in - passed:.0f} of the {hosts_in:.0f} it was given"
+        text += ")"
+    return HostAnswer("", REMOVED, [text], {"filter": name, "reason": reason})
+
+
+def _passed_answer(rec: DecisionRecord, per_host: dict[str, Any], entry: Any) -> HostAnswer:
+    """A host that passed every filter: its rank and weight, when it is among the best
+    weighed hosts the record keeps the weights of, and how far behind the first instance's
+    chosen host it was (else the best weighed one), by weigher when the record details
+    both (the best ``[decision_records] top_weighed``)."""
+    doc = rec.document
+    weights = [float(w) for w in per_host.get("weights") or () if _number(w) is not None]
+    best = list(per_host.get("best") or ())[: len(weights)]
+    filters = [f for f in doc.get("filters") or () if isinstance(f, dict)]
+    total = filters[-1].get("hosts_passed") if filters else len(per_host.get("passed") or ())
+    passed = "passed every filter" if filters else "passed (forced hosts: no filter ran)"
+    if not best:
+        return HostAnswer("", PASSED, [f"{passed}; the record keeps no weight"])
+    chosen = str(rec.hosts[0]).lower() if rec.hosts else ""
+    ref = next((i for i, e in enumerate(best) if _matches(e, chosen)), None)
+    role = "the chosen host" if ref is not None else "the best weighed host"
+    ref = ref or 0
+    ref_name, ref_weight = _entry_name(best[ref]), weights[ref]
+    rank = next((i for i, e in enumerate(best) if e == entry), None)
+    if rank is None:
+        last = weights[-1]
+        behind = _diff(ref_weight, last)
+        return HostAnswer(
+            "",
+            PASSED,
+            [
+                f"{passed}, but was not among the {len(best)} best weighed hosts, whose "
+                f"weights the record keeps: its weight was at most {_fmt(last)} "
+                f"(#{len(best)}'s of {_fmt(total)})",
+                f"at least {_fmt(behind)} behind {ref_name}, {role}",
+            ],
+            {"weight_at_most": last + 0.0, "behind_at_least": behind, "behind_host": ref_name},
+        )
+    weight = weights[rank]
+    lines = [f"{passed}: weighed #{rank + 1} of {_fmt(total)} (weight {_fmt(weight)})"]
+    detail: dict[str, Any] = {"rank": rank + 1, "weight": weight + 0.0}
+    if rank == ref:
+        return HostAnswer("", PASSED, lines, detail)
+    behind = _diff(ref_weight, weight)
+    lines.append(f"{_fmt(behind)} behind {ref_name}, {role} (weight {_fmt(ref_weight)})")
+    detail.update(behind=behind, behind_host=ref_name)
+    gaps = _weigher_gaps(doc, _entry_name(best[rank]), ref_name)
+    if gaps is None:
+        lines.append(
+            "by weigher: not recorded (the record details the best [decision_records] "
+            "top_weighed hosts only)"
+        )
+    elif gaps:
+        lines.append(f"by weigher (its share less {ref_name}'s): {_gap_words(gaps)}")
+        detail["by_weigher"] = {n: _diff(g, 0.0) for n, g in gaps}
+    return HostAnswer("", PASSED, lines, detail)
+
+
+def _weigher_gaps(doc: dict[str, Any], host: str, ref: str) -> list[tuple[str, float]] | None:
+    """Per weigher, how far ``host``'s share was behind ``ref``'s (negative: behind), the
+    largest first, from the first instance's weighed hosts; None when either is not there."""
+    weighed = doc.get("weighed")
+    if not isinstance(weighed, list) or not weighed:
+        return None
+    first = weighed[0] if isinstance(weighed[0], list) else weighed
+    entries = {str(h.get("host")).lower(): h for h in first if isinstance(h, dict)}
+    a, b = entries.get(host.lower()), entries.get(ref.lower())
+    if a is None or b is None:
+        return None
+    names = list(dict.fromkeys([*_weighers(a), *_weighers(b)]))
+    return _share_gaps(a, b, names)
+
+
+def _narrowed_by(doc: dict[str, Any], want: str) -> str | None:
+    """Why the narrowing took ``want`` out before the filters, from the request (the record
+    keeps how many it took out, not which): the requested destination, ignore_hosts,
+    force_hosts, force_nodes. None if none of them excludes it."""
+    request = doc.get("request")
+    if not isinstance(request, dict):
+        return None
+    dest = request.get("requested_destination")
+    if isinstance(dest, dict) and dest.get("host") and str(dest["host"]).lower() != want:
+        return f"not the requested destination ({_fmt(dest['host'])})"
+    ignored = [str(h).lower() for h in request.get("ignore_hosts") or ()]
+    if want in ignored:
+        return "in the request's ignore_hosts"
+    forced = [str(h) for h in request.get("force_hosts") or ()]
+    if forced and want not in (h.lower() for h in forced):
+        return f"not in the request's force_hosts ({', '.join(forced)})"
+    nodes = [str(n) for n in request.get("force_nodes") or ()]
+    if nodes and want not in (n.lower() for n in nodes):
+        return f"not in the request's force_nodes ({', '.join(nodes)})"
+    return None
+
+
+def render_answer(rec: DecisionRecord, answer: HostAnswer) -> str:
+    """One decision's answer for a host: the decision in one line, then the answer."""
+    chosen = f" on {', '.join(str(h) for h in rec.hosts)}" if rec.hosts else ""
+    lines = [
+        f"Decision {rec.id} at {_when(rec.created_at)} UTC: request {rec.request_id or '-'}, "
+        f"{rec.outcome}{chosen}",
+        f"  {answer.host}:",
+    ]
+    for line in answer.lines:
+        lines += _wrapped(f"    {line}", 4)
+    return "\n".join(lines)
+
+
+def _answer_json(rec: DecisionRecord, answer: HostAnswer) -> dict[str, Any]:
+    out = rec.as_dict()
+    del out["document"]
+    out.update(answer.as_dict())
+    return out
 
 
 def render_value(label: str, value: Any, indent: int) -> list[str]:
@@ -327,8 +833,18 @@ def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value + 0.0:.6g}"  # -0.0 as 0
     return str(value)
+
+
+def _diff(a: float, b: float) -> float:
+    """``a - b`` to the document's precision (its numbers have six decimals), never -0."""
+    return round(a - b, 6) + 0.0
+
+
+def _signed(value: float) -> str:
+    """``value`` to six decimals with its sign, never ``-0``."""
+    return f"{round(value, 6) + 0.0:+.6g}"
 
 
 def _few(items: list[Any], shown: int) -> str:

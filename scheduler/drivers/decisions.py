@@ -3,22 +3,25 @@
 The document is built from the request's trace once the call has its answer: what was
 asked, where the candidates came from, what each filter removed, the best weighed hosts of
 each instance with each weigher's raw value, normalised value, multiplier and share of the
-weight (captured by ``select_hosts`` before the instance consumed anything), the
-selections and, on a NoValidHost, its reason. ``scheduler.records`` stores it without
-looking inside (docs/operations.md, "Decision records").
+weight (captured by ``select_hosts`` before the instance consumed anything), what became of
+each host the first instance's filters were given (``per_host``: the filter that removed it,
+or its weight; a name per host, so written out by the recorder's writer thread, not the
+request's), the selections and, on a NoValidHost, its reason. ``scheduler.records`` stores
+it without looking inside (docs/operations.md, "Decision records").
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from scheduler.exceptions import NoValidHost
 from scheduler.framework import Ranked
 from scheduler.framework import document as sections
 from scheduler.objects import request_summary
-from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord
+from scheduler.records import ERROR, NO_VALID_HOST, SCHEDULED, DecisionRecord, Deferred
 from scheduler.records.completions import Completions
 from scheduler.request import SchedulingRequest
 from weighers.handler import normalized_value
@@ -27,8 +30,14 @@ LOG = logging.getLogger(__name__)
 
 # 2: the request as it arrived (``spec``), when the driver was given an encoder;
 # 3: the sections explain shares (scheduler/framework/document.py): ``narrowed`` as
-#    {count, reason}; an alternate is not ``claimed`` but carries an ``allocation_request``
-DOCUMENT_VERSION = 3
+#    {count, reason}; an alternate is not ``claimed`` but carries an ``allocation_request``;
+# 4: ``per_host`` (scheduler/framework/document.py, ``per_host_section``)
+DOCUMENT_VERSION = 4
+
+# The most hosts ``per_host`` names (the removed ones first): about 15 bytes and 0.1 to
+# 0.2 us of the writer thread a host, so a record stays within a few tens of KB; beyond it
+# ``per_host.capped`` says how many were left out.
+PER_HOST_LIMIT = 2000
 
 
 def top_weighed(ranked: Ranked, weighers: Sequence[Any]) -> list[dict[str, Any]]:
@@ -61,9 +70,11 @@ def top_weighed(ranked: Ranked, weighers: Sequence[Any]) -> list[dict[str, Any]]
                 part[name] = {"raw": None, "normalized": None, "share": None}
                 continue
             raw, multiplier = share.raws[i], share.multipliers[i]
-            part[name] = sections.weigher_part(
+            part[name] = entry = sections.weigher_part(
                 raw, _normalized(raw, share.low, share.high, minval, maxval), multiplier
             )
+            if entry["share"] is not None:
+                entry["share"] += 0.0  # -0.0 (a negative multiplier times 0) as 0.0
     return [
         sections.weighed_host(h, w, part) for h, w, part in zip(best, weights, parts, strict=False)
     ]
@@ -112,6 +123,13 @@ def decision_record(
         for per_instance in result or []
     ]
     report = trace.first_report
+    first = (trace.weighed or {}).get(0)
+    if report is not None:
+        # which hosts each filter removed, resolved now: a filter keeps the host table's
+        # rows, which a host removed from the cell and another added could reuse before the
+        # writer thread names them
+        for step in report.steps:
+            step.removed  # noqa: B018 (materialises the list)
     document: dict[str, Any] = {
         "version": DOCUMENT_VERSION,
         "request": request_summary(req),
@@ -123,6 +141,16 @@ def decision_record(
         "filter_removed": dict(trace.filter_removed),
         "narrowed": sections.narrowed_section(trace.narrowed),
         "weighed": [top_weighed(trace.weighed[i], weighers) for i in sorted(trace.weighed or {})],
+        # a name per host: written out by the recorder's writer thread, not here
+        "per_host": Deferred(
+            partial(
+                sections.per_host_section,
+                report,
+                first.hosts if first is not None else (),
+                first.weights if first is not None else (),
+                limit=PER_HOST_LIMIT,
+            )
+        ),
         "selections": selections,
         "claims": {
             "made": trace.claims_made,
@@ -157,8 +185,8 @@ def hand_over(
     smallest_change: Callable[[], dict[str, Any]],
 ) -> None:
     """Hand the call's decision record to ``recorder`` (which never waits); a record that
-    cannot be made is logged, never the request's failure. When the filters left no host,
-    ``smallest_change`` (the relaxation search) runs first, after the reply, on
+    cannot be made is logged, never the request's failure. When the filters left no host or
+    Placement had none, ``smallest_change`` (the relaxation search) runs first, after the reply, on
     ``completions``' thread. ``spec``: the request as it arrived, in its wire form."""
     try:
         rec = decision_record(
@@ -169,7 +197,7 @@ def hand_over(
             spec=spec() if spec is not None else None,
             weighers=weighers,
         )
-        if isinstance(error, NoValidHost) and error.cause == "filters":
+        if isinstance(error, NoValidHost) and error.cause in ("filters", "no_candidates"):
             completions.submit(rec, "smallest_change", smallest_change, recorder.record)
         else:
             recorder.record(rec)

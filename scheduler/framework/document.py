@@ -5,12 +5,15 @@ A decision record (``scheduler/drivers/decisions.py``) and explain's document
 candidates came from, what each filter removed, how the best hosts were weighed. Both build
 those sections here, from the same trace, so that they cannot drift apart. Explain's are the
 record's plus per-host detail (``detail=True``): the hosts each filter removed and why, each
-filter's time, a weighed host's cell and allocation candidates.
+filter's time, a weighed host's cell and allocation candidates. The record's alone: what
+became of each host the filters were given (``per_host_section``), compactly, so that "why
+not host X?" can be answered later.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from filters.handler import FilterReport
@@ -104,3 +107,72 @@ def _number(value: Any) -> Any:
         return round(float(value), 6)
     except (TypeError, ValueError):
         return str(value)
+
+
+def per_host_section(
+    report: FilterReport | None,
+    best: Sequence[HostState] = (),
+    weights: Sequence[float] = (),
+    *,
+    limit: int,
+) -> dict[str, Any] | None:
+    """Per host the first instance's filters were given, what became of it, compactly: the
+    hosts each filter removed, grouped by reason (``removed``: ``filter``, ``reason``,
+    ``hosts``); the hosts that passed, in the filters' order (``passed``); the best weighed
+    of them, best first (``best``), with their weights (``weights``): as many as the ranking
+    kept (``best``/``weights``). A host is its name, or ``[host, node]`` when its node is
+    named otherwise. At most ``limit`` hosts, the removed ones first; ``capped`` says how
+    many were left out. None when the filters never ran (Placement had no candidate)."""
+    if report is None:
+        return None
+    steps = report.steps
+    budget = limit
+    left_out = 0
+    removed: list[dict[str, Any]] = []
+    for step in steps:
+        count = step.hosts_in - step.hosts_out
+        if not count:
+            continue
+        if budget <= 0:
+            left_out += count
+            continue
+        pairs = step.removed
+        if len(pairs) > budget:
+            left_out += len(pairs) - budget
+            pairs = pairs[:budget]
+        budget -= len(pairs)
+        by_reason: dict[str, list[HostState]] = {}
+        for host, reason in pairs:
+            by_reason.setdefault(reason, []).append(host)
+        removed.extend(
+            {"filter": step.name, "reason": reason, "hosts": _host_names(hosts)}
+            for reason, hosts in by_reason.items()
+        )
+    passed = report.hosts
+    if len(passed) > budget:
+        left_out += len(passed) - max(budget, 0)
+        passed = passed[: max(budget, 0)]
+    known = min(len(best), len(weights))
+    out: dict[str, Any] = {
+        "hosts_in": steps[0].hosts_in if steps else len(report.hosts),
+        "removed": removed,
+        "passed": _host_names(passed),
+        "best": _host_names(best[:known]),
+        "weights": [round(w, 6) + 0.0 for w in weights[:known]],
+    }
+    if left_out:
+        out["capped"] = {"limit": limit, "left_out": left_out}
+    return out
+
+
+_HOST = attrgetter("host")
+_NODE = attrgetter("nodename")
+
+
+def _host_names(hosts: Sequence[HostState]) -> list[Any]:
+    """Each host's name, or ``[host, node]`` when its node is named otherwise (ironic)."""
+    names = list(map(_HOST, hosts))
+    nodes = list(map(_NODE, hosts))
+    if names == nodes:
+        return names
+    return [h if n == h or not n else [h, n] for h, n in zip(names, nodes, strict=True)]

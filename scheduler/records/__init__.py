@@ -3,9 +3,11 @@
 (``novasched-manage decision show``; docs/operations.md, "Decision records").
 
 * ``record.py``: ``DecisionRecord`` (request id, instances, time, outcome, chosen hosts and
-  the driver's document, which this package treats as opaque JSON).
+  the driver's document, which this package treats as opaque JSON, but for its ``Deferred``
+  parts, which it computes when it writes the document, off the request's thread).
 * ``store.py``: ``DecisionStore``, our ``novasched_*`` tables in any SQLAlchemy database:
-  add a batch, find by instance or request, list by host and time, prune.
+  add a batch, find by instance or request (as nova writes them: lower-case uuids), list by
+  host, outcome and time (and, reading the documents, by values inside them), prune.
 * ``recorder.py``: ``DecisionRecorder``, which takes records on the request's thread without
   ever waiting and writes them on its own thread, bounded by ``[decision_records]``'s
   retention; ``recorder_from_conf``.
@@ -21,6 +23,7 @@ from scheduler.records.record import (
     OUTCOMES,
     SCHEDULED,
     DecisionRecord,
+    Deferred,
 )
 from scheduler.records.recorder import (
     DecisionRecorder,
@@ -38,6 +41,7 @@ __all__ = [
     "DecisionRecord",
     "DecisionRecorder",
     "DecisionStore",
+    "Deferred",
     "Pruned",
     "StoreError",
     "recorder_from_conf",

@@ -7,14 +7,22 @@ answer to "why did my instance land there?": a value JSON does not know (a datet
 is written as its ``str``, and a document that still cannot be encoded, or is larger than
 ``MAX_DOCUMENT_BYTES``, is replaced by a small one saying so, while the record's own fields
 (request id, instances, outcome, hosts) are kept.
+
+A part of the document that costs time to write out (the driver's per-host detail: a name
+per host) can be handed over unwritten, as a ``Deferred``: the recorder's writer thread
+computes it when it encodes the document, off the request's thread.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+LOG = logging.getLogger(__name__)
 
 # outcomes, as the select_destinations metrics name them
 SCHEDULED = "scheduled"
@@ -40,14 +48,33 @@ def naive_utc(when: datetime) -> datetime:
     return when
 
 
+class Deferred:
+    """A part of a document written out when the document is encoded (on the recorder's
+    writer thread): ``compute()`` returns its JSON-able value, from what it holds, which
+    nothing may change any more. What it raises becomes ``{"unrecorded": why}``."""
+
+    __slots__ = ("compute",)
+
+    def __init__(self, compute: Callable[[], Any]):
+        self.compute = compute
+
+    def resolve(self) -> Any:
+        try:
+            return self.compute()
+        except Exception as exc:  # the rest of the document is still worth keeping
+            LOG.debug("Could not compute a part of a decision record", exc_info=True)
+            return {"unrecorded": f"{type(exc).__name__}: {exc}"[:200]}
+
+
 @dataclass(kw_only=True)
 class DecisionRecord:
     """What one ``select_destinations`` decided (keyword arguments only).
 
     ``created_at`` is naive UTC (now, by default); ``outcome`` one of ``OUTCOMES``; ``hosts``
     the chosen hosts in instance order (empty on a NoValidHost); ``document`` the driver's,
-    JSON-able, opaque here. Once handed to a recorder the record is the recorder's: its
-    writer thread encodes the document later, so the caller must not change it any more.
+    JSON-able but for its ``Deferred`` parts, opaque here. Once handed to a recorder the
+    record is the recorder's: its writer thread encodes the document later (computing its
+    deferred parts), so the caller must not change it any more.
     ``id`` is the store's, set on the records it reads back.
     """
 
@@ -73,16 +100,24 @@ class DecisionRecord:
 
 
 def encode_document(document: Any, limit: int = MAX_DOCUMENT_BYTES) -> str:
-    """The document's JSON text, never an exception: what cannot be encoded, or is over
-    ``limit`` bytes, becomes ``{"unrecorded": reason, "keys": [top-level keys]}``."""
+    """The document's JSON text, its ``Deferred`` parts computed now, never an exception:
+    what cannot be encoded, or is over ``limit`` bytes, becomes ``{"unrecorded": reason,
+    "keys": [top-level keys]}``."""
     try:
-        text = json.dumps(document, default=str, separators=(",", ":"))
+        text = json.dumps(document, default=_encodable, separators=(",", ":"))
     except (TypeError, ValueError, RuntimeError) as exc:
         # a circular reference, or a dict the caller changed while it was being encoded
         return _stub(document, f"the document could not be encoded: {exc}")
     if len(text) > limit:
         return _stub(document, f"the document was {len(text)} bytes, above {limit}")
     return text
+
+
+def _encodable(value: Any) -> Any:
+    """What JSON does not know: a deferred part computed, anything else as its ``str``."""
+    if isinstance(value, Deferred):
+        return value.resolve()
+    return str(value)
 
 
 def decode_document(text: str | None) -> dict[str, Any]:

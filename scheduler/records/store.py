@@ -36,10 +36,11 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
+from uuid import UUID
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
@@ -341,21 +342,34 @@ class DecisionStore:
 
     def find(self, key: str) -> list[DecisionRecord]:
         """Every decision that names ``key`` as an instance uuid or as its request id,
-        newest first."""
-        found = {r.id: r for r in self.by_instance(key) if len(key) <= 36}
-        found.update((r.id, r) for r in self.by_request(key))
+        newest first. ``key`` is also looked up as nova writes it (``canonical_key``): an
+        upper-case uuid finds the lower-case one nova's databases hold."""
+        found: dict[int | None, DecisionRecord] = {}
+        for each in dict.fromkeys((key, canonical_key(key))):
+            if len(each) <= 36:
+                found.update((r.id, r) for r in self.by_instance(each))
+            found.update((r.id, r) for r in self.by_request(each))
         return sorted(found.values(), key=lambda r: (r.created_at, r.id or 0), reverse=True)
 
     def list(
         self,
         *,
         host: str | None = None,
+        outcome: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = 50,
+        document: Mapping[str, str] | None = None,
     ) -> list[DecisionRecord]:
         """Decisions made at or after ``since`` and at or before ``until`` (naive UTC),
-        that chose ``host`` if given, newest first, at most ``limit``."""
+        that chose ``host`` and ended in ``outcome`` if given, newest first, at most
+        ``limit``.
+
+        ``document``: only those whose document holds these strings, by dotted path
+        (``{"request.project_id": "p1"}``). No column holds them: the database keeps the
+        documents whose text has ``"<last key>":"<value>"`` (a LIKE over the documents of
+        the window, which no index narrows), and the decoded documents are checked, a page
+        at a time, newest first, until ``limit`` match."""
         if host is None:
             when, order = decisions.c.created_at, decisions.c.id
             stmt = sa.select(decisions)
@@ -366,14 +380,49 @@ class DecisionStore:
                 .join(decision_hosts, decision_hosts.c.decision_id == decisions.c.id)
                 .where(decision_hosts.c.host == host)
             )
+        if outcome is not None:
+            stmt = stmt.where(decisions.c.outcome == outcome)
         if since is not None:
             stmt = stmt.where(when >= since)
         if until is not None:
             stmt = stmt.where(when <= until)
         stmt = stmt.order_by(when.desc(), order.desc())
-        if limit is not None:
-            stmt = stmt.limit(limit)
-        return self._records(stmt)
+        if not document:
+            if limit is not None:
+                stmt = stmt.limit(limit)
+            return self._records(stmt)
+        for path, value in document.items():
+            stmt = stmt.where(decisions.c.document.like(_mention(path, value), escape="/"))
+        return self._matching(stmt, when, order, document, limit)
+
+    def _matching(
+        self,
+        stmt: sa.Select[Any],
+        when: Any,
+        order: Any,
+        document: Mapping[str, str],
+        limit: int | None,
+    ) -> list[DecisionRecord]:
+        """The records of ``stmt`` whose documents hold ``document``'s values, read a page
+        at a time after the last one seen (a text that merely mentions a value elsewhere,
+        or a case-insensitive LIKE, lets through more than match)."""
+        page = max(_MATCH_PAGE, limit or 0)
+        out: list[DecisionRecord] = []
+        after = None
+        while True:
+            query = stmt
+            if after is not None:
+                at, last = after
+                query = query.where(sa.or_(when < at, sa.and_(when == at, order < last)))
+            records = self._records(query.limit(page))
+            for rec in records:
+                if all(_at_path(rec.document, p) == v for p, v in document.items()):
+                    out.append(rec)
+                    if limit is not None and len(out) >= limit:
+                        return out
+            if len(records) < page:
+                return out
+            after = (records[-1].created_at, records[-1].id)
 
     def count(self) -> int:
         """How many decisions the store holds (a full count: not for the request path)."""
@@ -586,6 +635,41 @@ def _record(row: Any) -> DecisionRecord:
         hosts=_json_list(row["hosts"]),
         document=decode_document(row["document"]),
     )
+
+
+def canonical_key(key: str) -> str:
+    """``key`` as nova writes it: a uuid (upper-case, without dashes, in braces, as a URN)
+    in its lower-case dashed form, ``req-`` and a uuid likewise; anything else as given,
+    without surrounding blanks."""
+    text = key.strip()
+    prefix = ""
+    if text[:4].lower() == "req-":
+        prefix, text = "req-", text[4:]
+    try:
+        return prefix + str(UUID(text))
+    except ValueError:
+        return key.strip()
+
+
+# rows a filtered list reads per query, at least (the limit, if larger)
+_MATCH_PAGE = 200
+
+
+def _mention(path: str, value: str) -> str:
+    """The LIKE pattern of a document's text that holds ``"<last key>":<value>`` (as
+    ``encode_document`` writes it), with LIKE's wildcards escaped by ``/``."""
+    text = json.dumps(path.rsplit(".", 1)[-1]) + ":" + json.dumps(value)
+    escaped = text.replace("/", "//").replace("%", "/%").replace("_", "/_")
+    return f"%{escaped}%"
+
+
+def _at_path(document: Any, path: str) -> Any:
+    """The value at a dotted path of the document (None where it has none)."""
+    for key in path.split("."):
+        if not isinstance(document, dict):
+            return None
+        document = document.get(key)
+    return document
 
 
 def _json_list(text: str | None) -> list[Any]:

@@ -132,6 +132,37 @@ def test_the_store_on_a_server(server_db):  # noqa: F811
         s.close()
 
 
+def test_finding_and_listing_as_an_operator_asks_on_a_server(server_db):  # noqa: F811
+    """Upper-case uuids, the outcome column and the values inside the documents on each
+    server: MariaDB's LIKE ignores case (its collation), PostgreSQL's does not; the store
+    answers the same on both."""
+    store = DecisionStore(server_db)
+    instance = str(uuid.uuid4())
+
+    def asked(i: int, project: str, outcome: str = "scheduled", **more) -> DecisionRecord:
+        document = {"request": {"project_id": project, "flavor": {"name": "m1.small"}}, **more}
+        return make_record(i, outcome=outcome, document=document)
+
+    store.add(
+        [
+            make_record(1, instances=[instance]),
+            asked(2, "team_a/b%"),
+            asked(3, "TEAM_A/B%"),  # the same letters, another case: another project
+            asked(4, "teamXa/bX"),
+            asked(5, "team_a/b%", outcome="no_valid_host"),
+            asked(6, "p2", spec={"project_id": "team_a/b%"}),  # named, but not the request's
+        ]
+    )
+    assert [r.request_id for r in store.find(instance.upper())] == ["req-1"]
+    project = {"request.project_id": "team_a/b%"}
+    assert [r.request_id for r in store.list(document=project)] == ["req-5", "req-2"]
+    refused = store.list(outcome="no_valid_host", document=project)
+    assert [r.request_id for r in refused] == ["req-5"]
+    small = {"request.flavor.name": "m1.small"}
+    assert [r.request_id for r in store.list(document=small, limit=2)] == ["req-6", "req-5"]
+    store.close()
+
+
 def test_two_writers_on_one_server_database(server_db):  # noqa: F811
     stores = [DecisionStore(server_db) for _ in range(2)]
     failures: list[BaseException] = []

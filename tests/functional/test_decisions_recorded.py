@@ -104,3 +104,53 @@ def test_a_no_valid_host_is_recorded_with_its_reason(cloud, tmp_path):
     (rec,) = _show(tmp_path, uuid)
     assert rec["outcome"] == "no_valid_host" and rec["hosts"] == []
     assert "MEMORY_MB" in rec["document"]["reason"]
+
+
+def test_why_not_a_host_and_the_decisions_that_found_no_host(cloud, tmp_path):
+    """``show --host`` on a real record: a host the ComputeFilter removed (its service is
+    down), a host Placement never offered (disabled: the request forbids its trait) and the
+    chosen one; ``list --outcome no_valid_host`` lists the refusals only."""
+    down = sorted(cloud.fleet.down_hosts - cloud.fleet.disabled_hosts)
+    disabled = sorted(cloud.fleet.disabled_hosts)
+    assert down and disabled  # the fleet's seed gives both
+    uuid = str(uuidlib.uuid4())
+    spec = RequestSpec(flavor=SMALL, num_instances=1, project_id=PROJECT, user_id=USER)
+    result = cloud.client.select_destinations(_ctx(), spec, [uuid], return_objects=True)
+    chosen = result[0][0].service_host
+    (rec,) = _show(tmp_path, uuid)
+    assert rec["document"]["version"] == 4
+
+    def why(host: str) -> tuple[str, dict]:
+        # upper-case, as an operator may paste it
+        text = _manage(tmp_path, "decision", "show", uuid.upper(), "--host", host)
+        assert text.returncode == 0, text.stderr
+        answers = _manage(tmp_path, "decision", "show", uuid, "--host", host, "--json")
+        assert answers.returncode == 0, answers.stderr
+        (answer,) = json.loads(answers.stdout)
+        return " ".join(text.stdout.split()), answer
+
+    text, answer = why(down[0])
+    assert answer["verdict"] == "removed"
+    assert (answer["filter"], answer["reason"]) == ("ComputeFilter", "service down")
+    assert f"{down[0]}: removed by ComputeFilter: service down (filter 1 of " in text
+    text, answer = why(disabled[0])
+    assert answer["verdict"] == "not_candidate"
+    assert "not a candidate: Placement did not return it, or it is in another cell" in text
+    text, answer = why(chosen)
+    assert answer["verdict"] == "chosen" and answer["rank"] >= 1
+    assert f"{chosen}: chosen for instance 1 passed every filter: weighed #" in text
+
+    refused_uuid = str(uuidlib.uuid4())
+    huge = Flavor(name="huge-why", flavorid="w", vcpus=1, memory_mb=64 * 1024 * 1024, root_gb=1)
+    refused = RequestSpec(flavor=huge, num_instances=1, project_id=PROJECT, user_id=USER)
+    with pytest.raises(NoValidHost):
+        cloud.client.select_destinations(_ctx(), refused, [refused_uuid], return_objects=True)
+    (nvh,) = _show(tmp_path, refused_uuid)
+    listed = _manage(tmp_path, "decision", "list", "--outcome", "no_valid_host", "--json")
+    assert listed.returncode == 0, listed.stderr
+    records = json.loads(listed.stdout)
+    assert nvh["id"] in [r["id"] for r in records]
+    assert rec["id"] not in [r["id"] for r in records]
+    assert {r["outcome"] for r in records} == {"no_valid_host"}
+    flavored = _manage(tmp_path, "decision", "list", "--flavor", "huge-why", "--json")
+    assert [r["id"] for r in json.loads(flavored.stdout)] == [nvh["id"]]

@@ -96,7 +96,8 @@ def test_show_prints_every_decision_of_an_instance_newest_first(filled, capsys):
     ]
     assert "    - ComputeFilter: hosts_in 21, hosts_passed 18" in lines
     assert "    - compute-12: weight 2.93" in lines
-    assert "          RAMWeigher: raw 60416, normalized 1, multiplier 1" in lines
+    # a document without shares (version 1): each weigher as it was recorded
+    assert "        RAMWeigher: raw 60416, normalized 1, multiplier 1" in lines
     assert "        alternates: compute-7, compute-3" in lines
     assert "{" not in out  # no raw JSON
 

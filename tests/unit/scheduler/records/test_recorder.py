@@ -13,7 +13,13 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from scheduler import conf as novasched_conf
-from scheduler.records import DecisionRecorder, DecisionStore, Pruned, recorder_from_conf
+from scheduler.records import (
+    DecisionRecorder,
+    DecisionStore,
+    Deferred,
+    Pruned,
+    recorder_from_conf,
+)
 from scheduler.records import recorder as recorder_mod
 from scheduler.telemetry import metrics
 from tests.unit.scheduler.records.builders import make_record
@@ -343,3 +349,29 @@ def test_a_store_that_cannot_be_opened_is_one_error_and_no_recorder(options, opt
     assert option_named in message and "scheduling goes on without records" in message
     assert "pw" not in message  # the password is masked
     assert errors[0].exc_info is None  # one line, no traceback
+
+
+def test_a_deferred_part_is_computed_by_the_writer_thread_when_it_writes(store):
+    """The request's thread hands over a part unwritten; the writer computes it as it encodes
+    the document, and a part that fails leaves the rest of the record intact."""
+    seen: list[str] = []
+
+    def per_host():
+        seen.append(threading.current_thread().name)
+        return {"passed": ["h1"]}
+
+    def broken():
+        raise KeyError("gone")
+
+    recorder = DecisionRecorder(store)
+    rec = make_record(1, document={"per_host": Deferred(per_host), "other": Deferred(broken)})
+    recorder.record(rec)
+    assert seen == []  # not on the caller's thread
+    assert recorder.flush(5)
+    assert seen == ["decision-records"]
+    [stored] = store.by_request("req-1")
+    assert stored.document == {
+        "per_host": {"passed": ["h1"]},
+        "other": {"unrecorded": "KeyError: 'gone'"},
+    }
+    recorder.stop()

@@ -356,3 +356,103 @@ def test_a_deadlock_victim_is_written_again_other_errors_are_not(store, monkeypa
     with pytest.raises(sa.exc.OperationalError, match="1146"):
         store.add([make_record(3)])
     assert calls == [1]
+
+
+# -- finding as nova writes, listing by outcome and by the document's values (issue 32) ---------
+def test_upper_case_and_other_spellings_of_a_uuid_find_what_nova_wrote(store):
+    uuid = "5b7c0e2a-1111-4f6e-9d43-2b1a4c3e0a01"
+    request = "req-9a8b7c6d-2222-4f6e-9d43-2b1a4c3e0a02"
+    store.add(
+        [
+            make_record(1, instances=[uuid]),
+            DecisionRecord(request_id=request, instance_uuids=[], outcome="error"),
+            make_record(3),
+        ]
+    )
+    for key in (uuid.upper(), uuid.replace("-", ""), f"{{{uuid.upper()}}}", f" {uuid} "):
+        assert [r.request_id for r in store.find(key)] == ["req-1"], key
+    assert [r.request_id for r in store.find(request.upper())] == [request]
+    assert [r.request_id for r in store.find("REQ-" + request[4:].upper())] == [request]
+    # what is not a uuid is looked up as given
+    assert [r.request_id for r in store.find("req-3")] == ["req-3"]
+    assert store.find("REQ-3") == []
+
+
+def test_a_request_id_written_in_upper_case_is_still_found_as_written(store):
+    caller = "req-5B7C0E2A-1111-4F6E-9D43-2B1A4C3E0A01"
+    store.add([DecisionRecord(request_id=caller, instance_uuids=[], outcome="scheduled")])
+    assert [r.request_id for r in store.find(caller)] == [caller]
+
+
+@pytest.mark.parametrize(
+    "key, canonical",
+    [
+        ("5B7C0E2A-1111-4F6E-9D43-2B1A4C3E0A01", "5b7c0e2a-1111-4f6e-9d43-2b1a4c3e0a01"),
+        ("urn:uuid:5B7C0E2A11114F6E9D432B1A4C3E0A01", "5b7c0e2a-1111-4f6e-9d43-2b1a4c3e0a01"),
+        ("Req-5B7C0E2A-1111-4F6E-9D43-2B1A4C3E0A01", "req-5b7c0e2a-1111-4f6e-9d43-2b1a4c3e0a01"),
+        (" compute-1 ", "compute-1"),
+        ("req-", "req-"),
+        ("", ""),
+    ],
+)
+def test_the_canonical_key_is_novas_spelling(key, canonical):
+    assert store_mod.canonical_key(key) == canonical
+
+
+def test_list_filters_by_outcome_in_the_query(store):
+    outcomes = ["scheduled", "no_valid_host", "scheduled", "error", "no_valid_host", "scheduled"]
+    store.add([make_record(i, outcome=o, hosts=["compute-1"]) for i, o in enumerate(outcomes)])
+    refused = store.list(outcome="no_valid_host")
+    assert [r.request_id for r in refused] == ["req-4", "req-1"]
+    # the limit counts the matching decisions (the newest decision is another outcome)
+    assert [r.request_id for r in store.list(outcome="no_valid_host", limit=1)] == ["req-4"]
+    assert [r.request_id for r in store.list(outcome="error", host="compute-1")] == ["req-3"]
+    assert store.list(outcome="error", host="compute-2") == []
+    later = store.list(outcome="scheduled", since=T0 + timedelta(seconds=2))
+    assert [r.request_id for r in later] == ["req-5", "req-2"]
+
+
+def _asked(i: int, project: str, flavor: str, **more) -> DecisionRecord:
+    # all at one time: the pages are cut by id then
+    return make_record(
+        i, at=T0, document={"request": {"project_id": project, "flavor": {"name": flavor}}, **more}
+    )
+
+
+def test_list_filters_by_values_inside_the_document(store, monkeypatch):
+    monkeypatch.setattr(store_mod, "_MATCH_PAGE", 2)  # several pages for a few matches
+    store.add(
+        [
+            _asked(0, "p1", "m1.small"),
+            _asked(1, "p2", "m1.small"),
+            _asked(2, "p1", "m1.large"),
+            # the text names p1 and m1.small elsewhere: not this request's
+            _asked(3, "p2", "m1.tiny", spec={"project_id": "p1"}, image={"name": "m1.small"}),
+            _asked(4, "p2", "m1.large"),
+            _asked(5, "p1", "m1.small"),
+            make_record(6, document={"request": None}),
+            _asked(7, "p3", "m1.small"),
+        ]
+    )
+
+    def ids(**document):
+        return [r.request_id for r in store.list(document=document, limit=50)]
+
+    assert ids(**{"request.project_id": "p1"}) == ["req-5", "req-2", "req-0"]
+    assert ids(**{"request.flavor.name": "m1.small"}) == ["req-7", "req-5", "req-1", "req-0"]
+    both = {"request.project_id": "p1", "request.flavor.name": "m1.small"}
+    assert ids(**both) == ["req-5", "req-0"]
+    # the limit counts matches, read a page at a time (req-3 mentions p1 but is p2's: the
+    # first page of two holds one match)
+    p1 = {"request.project_id": "p1"}
+    assert [r.request_id for r in store.list(document=p1, limit=2)] == ["req-5", "req-2"]
+    assert [r.request_id for r in store.list(document=p1, limit=3)] == ["req-5", "req-2", "req-0"]
+    assert [r.request_id for r in store.list(document=both, limit=1)] == ["req-5"]
+    assert ids(**{"request.project_id": "nobody"}) == []
+
+
+def test_document_values_with_like_wildcards_are_matched_as_written(store):
+    store.add([_asked(1, "team_a/b%", "x"), _asked(2, "teamXa/bX", "x"), _asked(3, "team", "x")])
+    found = store.list(document={"request.project_id": "team_a/b%"})
+    assert [r.request_id for r in found] == ["req-1"]
+    assert store_mod._mention("request.project_id", "a_b%c/d") == '%"project/_id":"a/_b/%c//d"%'
