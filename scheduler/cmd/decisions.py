@@ -773,6 +773,8 @@ def render_value(label: str, value: Any, indent: int) -> list[str]:
             return [f"{pad}{label}: {inline}"]
         lines = [f"{pad}{label}:"]
         for key, item in value.items():
+            if item is None or (not _scalar(item) and not item) or item == "":
+                continue  # what the request or the answer did not have: nothing to read
             lines += render_value(str(key), item, indent + 2)
         return lines
     if isinstance(value, list | tuple):
