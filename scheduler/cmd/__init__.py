@@ -55,3 +55,82 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
     return value
+
+
+# the output formats of a listing, as openstack's commands name them (``-f``)
+FORMATS = ("table", "json", "yaml", "csv", "value")
+
+
+def add_list_format(parser: Any, *, json_flag: bool = True) -> None:
+    """``-f/--format table|json|yaml|csv|value`` and ``-c/--column NAME`` (repeatable), as
+    openstack's commands have them; ``json_flag``: ``--json`` too, as ``-f json``."""
+    parser.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="output format (default table): json, yaml, csv, or value (the columns' values "
+        "only, one row per line)",
+    )
+    parser.add_argument(
+        "-c",
+        "--column",
+        action="append",
+        metavar="COLUMN",
+        help="show only this column (repeatable); the columns are the table's headers",
+    )
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="the same as -f json")
+
+
+def list_format(args: Any) -> str:
+    """The format a listing asked for: ``-f``, else ``--json``, else a table."""
+    return args.format or ("json" if getattr(args, "json", False) else "table")
+
+
+def emit_list(args: Any, headers: list[str], rows: list[list[Any]]) -> str:
+    """``rows`` under ``headers`` in the format ``args`` asks for, cut to its ``-c``
+    columns. json and yaml give one object per row keyed by header, csv a header line then
+    the rows, value the values alone. Raises ValueError for a column that is not one."""
+    wanted = getattr(args, "column", None)
+    if wanted:
+        unknown = [c for c in wanted if c not in headers]
+        if unknown:
+            raise ValueError(
+                f"no column {', '.join(repr(c) for c in unknown)}; the columns are "
+                f"{', '.join(headers)}"
+            )
+        index = [headers.index(c) for c in wanted]
+        headers = list(wanted)
+        rows = [[row[i] for i in index] for row in rows]
+    fmt = list_format(args)
+    if fmt == "table":
+        return text_table(headers, rows)
+    if fmt == "value":
+        return "\n".join(" ".join(_cell(v) for v in row) for row in rows)
+    if fmt == "csv":
+        import csv
+        import io
+
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(headers)
+        writer.writerows([_cell(v) for v in row] for row in rows)
+        return out.getvalue().rstrip("\n")
+    objects = [dict(zip(headers, row, strict=True)) for row in rows]
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump(objects, sort_keys=False, default_flow_style=False).rstrip("\n")
+    import json
+
+    return json.dumps(objects, indent=2, default=str)
+
+
+def _cell(value: Any) -> str:
+    """A value as one field of csv or value output (a list's items joined by spaces)."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return " ".join(str(v) for v in value)
+    return str(value)

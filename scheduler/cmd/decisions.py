@@ -33,7 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.cmd import positive_int, text_table
+from scheduler.cmd import add_list_format, emit_list, list_format, positive_int, text_table
 from scheduler.conf import CONF
 from scheduler.records import OUTCOMES, DecisionRecord, DecisionStore, StoreError
 from scheduler.records.record import utcnow
@@ -144,7 +144,10 @@ def add_parsers(subparsers: Any) -> None:
         help="only the requests of this flavor (read as --project is)",
     )
     add_window(lst, "made", LIST_LIMIT)
-    lst.add_argument("--json", action="store_true", help="print the records as JSON")
+    lst.add_argument(
+        "--json", action="store_true", help="print the whole records as JSON (documents too)"
+    )
+    add_list_format(lst, json_flag=False)
     lst.set_defaults(func=cmd_list)
 
 
@@ -255,6 +258,16 @@ def _list(store: DecisionStore, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in records], indent=2))
         return 0
+    if list_format(args) != "table" or args.column:
+        rows = [
+            [_when(r.created_at), r.request_id, r.outcome, list(r.instance_uuids), list(r.hosts)]
+            for r in records
+        ]
+        try:
+            print(emit_list(args, LIST_COLUMNS, rows))
+        except ValueError as exc:
+            raise Failed(str(exc))
+        return 0
     print(render_list(records))
     more = "; there may be more: raise --limit" if len(records) == args.limit else ""
     print(f"{len(records)} decision(s){more}")
@@ -281,6 +294,10 @@ def _described(args: argparse.Namespace) -> str:
 # ------------------------------------------------------------------------------ text
 
 
+# decision list's columns
+LIST_COLUMNS = ["time (UTC)", "request id", "outcome", "instances", "hosts"]
+
+
 def render_list(records: list[DecisionRecord]) -> str:
     """A table: time, request id, outcome, instances, hosts; one row per decision."""
     rows = [
@@ -293,7 +310,7 @@ def render_list(records: list[DecisionRecord]) -> str:
         ]
         for r in records
     ]
-    return text_table(["time (UTC)", "request id", "outcome", "instances", "hosts"], rows)
+    return text_table(LIST_COLUMNS, rows)
 
 
 def render_record(rec: DecisionRecord) -> str:

@@ -52,14 +52,16 @@ from sqlalchemy.engine import make_url
 
 import db
 from scheduler.cmd import (
+    add_list_format,
     config_check,
     decisions,
+    emit_list,
     hide_eventlet_deprecation,
+    list_format,
     positive_int,
     replay,
     select_service_backend,
 )
-from scheduler.cmd import text_table as _table
 from scheduler.cmd.progress import terminal_progress
 from scheduler.conf import CONF, database_connection
 from scheduler.demo import fleet as fleet_mod
@@ -282,7 +284,8 @@ def cmd_cell_list(args: argparse.Namespace) -> int:
         ]
         for c in mappings
     ]
-    print(_table(["name", "uuid", "transport_url", "database_connection", "disabled"], rows))
+    headers = ["name", "uuid", "transport_url", "database_connection", "disabled"]
+    print(_emit(args, headers, rows))
     return 0
 
 
@@ -398,9 +401,17 @@ def cmd_host_list(args: argparse.Namespace) -> int:
             )
     headers = ["host", "node", "cell", "vcpus used/total", "free ram MB", "free disk GB"]
     headers += ["state", "status", "az"]
-    print(_table(headers, rows))
-    print(f"{len(rows)} hosts")
+    print(_emit(args, headers, rows))
+    if list_format(args) == "table":
+        print(f"{len(rows)} hosts")
     return 0
+
+
+def _emit(args: argparse.Namespace, headers: list[str], rows: list[list[Any]]) -> str:
+    try:
+        return emit_list(args, headers, rows)
+    except ValueError as exc:
+        raise CommandError(str(exc))
 
 
 class _NoPlacement:
@@ -695,7 +706,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="cell0's database if cell0 is not mapped yet (default: <database>_cell0)",
     )
     create.set_defaults(func=cmd_cell_create)
-    cells.add_parser("list", help="list the cell mappings").set_defaults(func=cmd_cell_list)
+    cell_list = cells.add_parser("list", help="list the cell mappings")
+    add_list_format(cell_list)
+    cell_list.set_defaults(func=cmd_cell_list)
 
     fleetp = sub.add_parser("fleet", help="synthetic fleets")
     fleets = fleetp.add_subparsers(dest="action", metavar="{load,heartbeat}", parser_class=_Parser)
@@ -740,6 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
     hosts.required = True
     hl = hosts.add_parser("list", help="hosts with capacity, state and AZ")
     hl.add_argument("--cell", metavar="CELL", help="only this cell (name or uuid)")
+    add_list_format(hl)
     hl.set_defaults(func=cmd_host_list)
 
     ex = sub.add_parser(
