@@ -7,6 +7,21 @@ import warnings
 from typing import Any
 
 
+class LazyModule:
+    """A module imported when first used: ``novasched-manage --help`` builds the parser of
+    every command, and should not pay for SQLAlchemy, NumPy or the plugins' imports that
+    only running a command needs (an ``except`` naming one of its classes imports it only
+    when an exception reaches that clause)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
 def hide_eventlet_deprecation() -> None:
     """Keep eventlet's own deprecation notice out of the output of a process that runs on
     native threads.

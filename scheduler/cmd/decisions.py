@@ -29,16 +29,26 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
-from scheduler.cmd import add_list_format, emit_list, list_format, positive_int, text_table
+from scheduler.cmd import (
+    LazyModule,
+    add_list_format,
+    emit_list,
+    list_format,
+    positive_int,
+    text_table,
+)
 from scheduler.conf import CONF
-from scheduler.records import OUTCOMES, DecisionRecord, DecisionStore, StoreError
-from scheduler.records.record import utcnow
-from scheduler.records.recorder import store_option, store_url
-from scheduler.records.store import first_line, safe_url
+from scheduler.records.record import OUTCOMES, DecisionRecord, utcnow
+
+if TYPE_CHECKING:
+    from scheduler.records.store import DecisionStore
+
+# imported when a command runs, not for --help
+sa = LazyModule("sqlalchemy")
+_recorder = LazyModule("scheduler.records.recorder")
+_store = LazyModule("scheduler.records.store")
 
 PROG = "novasched-manage"
 NOT_FOUND = 2
@@ -205,14 +215,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 def run_with_store(args: argparse.Namespace, command: Callable[[DecisionStore], int]) -> int:
     """Run ``command`` on the scheduler's store (never created here); a ``Failed`` it
     raises is its one-line message and exit status."""
-    url = store_url(CONF)
+    url = _recorder.store_url(CONF)
     try:
         try:
-            store = DecisionStore(url, create=False)
-        except StoreError as exc:
+            store = _store.DecisionStore(url, create=False)
+        except _store.StoreError as exc:
             raise Failed(
-                f"cannot read the decision records at {safe_url(url)}: {exc}. Check "
-                f"{store_option(CONF)}"
+                f"cannot read the decision records at {_store.safe_url(url)}: {exc}. Check "
+                f"{_recorder.store_option(CONF)}"
             )
         try:
             return command(store)
@@ -226,8 +236,8 @@ def run_with_store(args: argparse.Namespace, command: Callable[[DecisionStore], 
         return exc.code
     except sa.exc.SQLAlchemyError as exc:
         print(
-            f"{PROG}: error: cannot read the decision records at {safe_url(url)}: "
-            f"{first_line(exc)}",
+            f"{PROG}: error: cannot read the decision records at {_store.safe_url(url)}: "
+            f"{_store.first_line(exc)}",
             file=sys.stderr,
         )
         return 1

@@ -45,13 +45,11 @@ import uuid as uuidlib
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-import sqlalchemy as sa
 from oslo_config import cfg
 from oslo_utils import timeutils
-from sqlalchemy.engine import make_url
 
-import db
 from scheduler.cmd import (
+    LazyModule,
     add_list_format,
     config_check,
     decisions,
@@ -62,10 +60,21 @@ from scheduler.cmd import (
     replay,
     select_service_backend,
 )
-from scheduler.cmd.progress import terminal_progress
 from scheduler.conf import CONF, database_connection
-from scheduler.demo import fleet as fleet_mod
-from scheduler.hosts.table import service_is_up
+
+# imported when a command needs them, not for --help
+sa = LazyModule("sqlalchemy")
+db = LazyModule("db")
+fleet_mod = LazyModule("scheduler.demo.fleet")
+_progress = LazyModule("scheduler.cmd.progress")
+_host_table = LazyModule("scheduler.hosts.table")
+
+
+def make_url(url: str) -> Any:
+    from sqlalchemy.engine import make_url as make
+
+    return make(url)
+
 
 LOG = logging.getLogger(__name__)
 PROG = "novasched-manage"
@@ -335,7 +344,7 @@ def cmd_fleet_load(args: argparse.Namespace) -> int:
         engine = db.get_engine(_check_url(c["database_connection"], f"cell {c['name']}"))
         db.create_schema(engine, "cell")
         engines[c["uuid"]] = engine
-    progress = terminal_progress(unit="host")
+    progress = _progress.terminal_progress(unit="host")
     try:
         fleet_mod.load_fleet(
             fleet, api, engines, placement, workers=args.workers, progress=progress
@@ -394,7 +403,9 @@ def cmd_host_list(args: argparse.Namespace) -> int:
                     f"{cn.vcpus_used}/{cn.vcpus}",
                     cn.free_ram_mb,
                     cn.free_disk_gb,
-                    "up" if svc and service_is_up(svc, now, CONF.service_down_time) else "down",
+                    "up"
+                    if svc and _host_table.service_is_up(svc, now, CONF.service_down_time)
+                    else "down",
                     status,
                     az_of.get(cn.host, CONF.default_availability_zone),
                 ]
@@ -624,7 +635,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         placement_config_file=args.placement_config_file,
         placement_workers=args.placement_workers,
         as_json=args.json,
-        progress=None if args.json else terminal_progress(),
+        progress=None if args.json else _progress.terminal_progress(),
     )
 
 

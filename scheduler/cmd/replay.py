@@ -19,17 +19,21 @@ import argparse
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
-from scheduler.cmd import positive_int, text_table
+from scheduler.cmd import LazyModule, positive_int, text_table
 from scheduler.cmd.config_check import UnreadableDatabase, require_databases
 from scheduler.cmd.decisions import NOT_FOUND, Failed, add_window, run_with_store, window
 from scheduler.conf import CONF
 from scheduler.exceptions import ConfigurationError
-from scheduler.records import SCHEDULED, DecisionStore
-from scheduler.records.store import first_line, safe_url
+from scheduler.records.record import SCHEDULED
+
+if TYPE_CHECKING:
+    from scheduler.records.store import DecisionStore
+
+# imported when the command runs, not for --help
+sa = LazyModule("sqlalchemy")
+_store = LazyModule("scheduler.records.store")
 
 # recorded calls read at most (the newest ones)
 LIMIT = 10_000
@@ -140,7 +144,7 @@ def _replay_once(recorded: list[Any]) -> tuple[Any, Any, list[str]]:
                 driver.stop()
     except sa.exc.SQLAlchemyError as exc:
         raise Failed(
-            f"cannot read today's fleet from the API and cell databases: {first_line(exc)}"
+            f"cannot read today's fleet from the API and cell databases: {_store.first_line(exc)}"
         )
 
 
@@ -163,7 +167,8 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
     except (ConfigurationError, UnreadableDatabase) as exc:
         raise Failed(str(exc))
     except sa.exc.SQLAlchemyError as exc:
-        raise Failed(f"cannot read the API database ({safe_url(api_url)}): {first_line(exc)}")
+        where = _store.safe_url(api_url)
+        raise Failed(f"cannot read the API database ({where}): {_store.first_line(exc)}")
     if refresher is None:
         refresher = ViewRefresher(ProviderView(search=search_options(CONF)), ApiFeed(placement))
     try:
@@ -173,7 +178,7 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
             manager.warm_up()
             hosts = manager.get_host_states_by_uuids(None)
         except sa.exc.SQLAlchemyError as exc:
-            raise Failed(f"cannot read the cells: {first_line(exc)}")
+            raise Failed(f"cannot read the cells: {_store.first_line(exc)}")
         unread = [c["name"] or c["uuid"] for c in manager.status() if c["failing"]]
         if not refresher.load():
             raise Failed(
@@ -238,7 +243,7 @@ def _numa_topologies(manager: Any, hosts: list[Any], specs: dict[str, Any]) -> d
                 db.get_instance_numa_topologies(db.get_engine(cell.database_connection), uuids)
             )
         except sa.exc.SQLAlchemyError as exc:
-            raise Failed(f"cannot read the instances of cell {cell.name}: {first_line(exc)}")
+            raise Failed(f"cannot read the instances of cell {cell.name}: {_store.first_line(exc)}")
     return out
 
 
@@ -254,7 +259,7 @@ def _builds(manager: Any, specs: dict[str, Any]) -> Any:
             engine = db.get_engine(cell.database_connection)
             rows.update(db.get_instance_builds(engine, list(specs)))
         except sa.exc.SQLAlchemyError as exc:
-            raise Failed(f"cannot read the instances of cell {cell.name}: {first_line(exc)}")
+            raise Failed(f"cannot read the instances of cell {cell.name}: {_store.first_line(exc)}")
     return Builds(rows=rows, max_age=CONF.scheduler.consumption_max_age or None, known=True)
 
 

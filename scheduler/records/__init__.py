@@ -17,6 +17,8 @@ layer, the drivers, explain, the host cache, the plugins or ``db/``
 (``tests/unit/test_import_rules.py``).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from scheduler.records.record import (
     ERROR,
     NO_VALID_HOST,
@@ -25,13 +27,37 @@ from scheduler.records.record import (
     DecisionRecord,
     Deferred,
 )
-from scheduler.records.recorder import (
-    DecisionRecorder,
-    recorder_from_conf,
-    store_option,
-    store_url,
-)
-from scheduler.records.store import DecisionStore, Pruned, StoreError
+
+if TYPE_CHECKING:
+    from scheduler.records.recorder import (
+        DecisionRecorder,
+        recorder_from_conf,
+        store_option,
+        store_url,
+    )
+    from scheduler.records.store import DecisionStore, Pruned, StoreError
+
+# the store and the recorder (SQLAlchemy) are imported when first named: a command's --help
+# reads only the outcomes
+_LAZY = {
+    "DecisionRecorder": "scheduler.records.recorder",
+    "recorder_from_conf": "scheduler.records.recorder",
+    "store_option": "scheduler.records.recorder",
+    "store_url": "scheduler.records.recorder",
+    "DecisionStore": "scheduler.records.store",
+    "Pruned": "scheduler.records.store",
+    "StoreError": "scheduler.records.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "ERROR",

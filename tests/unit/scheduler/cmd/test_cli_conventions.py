@@ -31,3 +31,19 @@ def test_version(capsys):
     assert manage.main(["--version"]) == 0
     out = capsys.readouterr().out.strip()
     assert out.startswith("novasched-manage ") and len(out.split()) == 2
+
+
+def test_help_builds_the_parser_without_the_libraries_only_commands_need():
+    """--help builds every command's parser; SQLAlchemy, NumPy, the cell reads and the
+    progress bar are imported only when a command runs (start-up under half a second)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import scheduler.cmd.manage as m; m.build_parser(); "
+        "print(' '.join(k for k in ('sqlalchemy', 'numpy', 'db', 'tqdm', "
+        "'scheduler.records.store', 'scheduler.hosts.manager') if k in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
