@@ -933,6 +933,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     hide_eventlet_deprecation()
     select_service_backend(eventlet=False)
     debug = "--debug" in argv
+    # the service logs each down host on every request, as nova does; a command that runs
+    # many requests (replay, capacity) would print it hundreds of times, and its answer says
+    # which hosts were down (quiet for the command only: main may run in a longer process)
+    quiet = logging.getLogger("filters.compute_filter")
+    level = quiet.level
     try:
         try:
             args = build_parser().parse_args(_split_demo(argv))
@@ -946,10 +951,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(levelname)s %(name)s: %(message)s",
         )
         if not args.debug:
-            # the service logs each down host on every request, as nova does; a command
-            # that runs many requests (replay, capacity) would print it hundreds of times,
-            # and its answer says which hosts were down
-            logging.getLogger("filters.compute_filter").setLevel(logging.ERROR)
+            quiet.setLevel(logging.ERROR)
         if args.func is cmd_demo:
             return cmd_demo(args)
         try:
@@ -980,6 +982,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("interrupted", debug, code=130)
     except Exception as exc:  # a one-line report, never a traceback (unless --debug)
         return _fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", debug)
+    finally:
+        quiet.setLevel(level)
 
 
 def _split_demo(argv: list[str]) -> list[str]:

@@ -47,3 +47,14 @@ def test_help_builds_the_parser_without_the_libraries_only_commands_need():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def test_a_command_leaves_the_process_logging_as_it_found_it():
+    """A command quiets the down hosts' per-request warning while it runs; in a process that
+    goes on (a test run, an embedding), the warning is heard again afterwards."""
+    import logging
+
+    quiet = logging.getLogger("filters.compute_filter")
+    before = quiet.level
+    assert manage.main(["--config-file", "/nonexistent/nova.conf", "host", "list"]) != 0
+    assert quiet.level == before
