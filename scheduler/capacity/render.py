@@ -43,26 +43,41 @@ def partial_line(figures: Sequence[FlavorCapacity]) -> str:
     )
 
 
-def text(figures: Sequence[FlavorCapacity], *, by_aggregate: bool = False) -> str:
-    """One row per flavor: how many more fit in total and per AZ (or per aggregate), and
-    the stranded capacity per resource class any flavor has (``stranded_classes``; "-"
-    where a flavor asks none of it); then why for each flavor that fits nowhere. Figures
-    counted without some cells say so first."""
+def table_rows(
+    figures: Sequence[FlavorCapacity], *, by_aggregate: bool = False
+) -> tuple[list[str], list[list[Any]]]:
+    """The table's headers and rows, the values unformatted: one row per flavor, how many
+    more fit in total ("unbounded" when nothing bounds it) and per AZ (or per aggregate),
+    and the stranded capacity per resource class any flavor has (``stranded_classes``;
+    None where a flavor asks none of it)."""
     part = "by_aggregate" if by_aggregate else "by_az"
     columns = sorted({name for f in figures for name in getattr(f, part)})
     classes = stranded_classes(figures)
     head = ["flavor", "total", *columns, *(f"stranded {rc}" for rc in classes)]
-    rows = []
-    for f in figures:
-        counts = getattr(f, part)
-        rows.append(
-            [
-                f.flavor,
-                _count(f.total),
-                *(f"{counts.get(c, 0):,}" for c in columns),
-                *(f"{f.stranded[rc]:,.0f}" if rc in f.stranded else "-" for rc in classes),
-            ]
-        )
+    rows = [
+        [
+            f.flavor,
+            "unbounded" if f.total is None else f.total,
+            *(getattr(f, part).get(c, 0) for c in columns),
+            *(round(f.stranded[rc]) if rc in f.stranded else None for rc in classes),
+        ]
+        for f in figures
+    ]
+    return head, rows
+
+
+def text(figures: Sequence[FlavorCapacity], *, by_aggregate: bool = False) -> str:
+    """The table of ``table_rows``, numbers right-aligned with thousands separators ("-"
+    for no stranded figure); then why for each flavor that fits nowhere. Figures counted
+    without some cells say so first."""
+    head, raw = table_rows(figures, by_aggregate=by_aggregate)
+    rows = [
+        [
+            row[0],
+            *("-" if v is None else v if isinstance(v, str) else f"{v:,}" for v in row[1:]),
+        ]
+        for row in raw
+    ]
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     lines = [
         "  ".join(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 
@@ -98,9 +99,56 @@ def add_list_format(parser: Any, *, json_flag: bool = True) -> None:
         parser.add_argument("--json", action="store_true", help="the same as -f json")
 
 
+# the output formats of a command that prints one document (explain, a record, a report):
+# the table is the command's own text; "text" is the older name of "table"
+DOCUMENT_FORMATS = ("table", "json", "yaml")
+
+
+def add_document_format(parser: Any, *, json_flag: bool = True, text_alias: bool = False) -> None:
+    """``-f/--format table|json|yaml`` for a command that prints one document rather than
+    rows; ``json_flag``: ``--json`` too; ``text_alias``: ``text`` accepted as ``table``."""
+    parser.add_argument(
+        "-f",
+        "--format",
+        choices=DOCUMENT_FORMATS + (("text",) if text_alias else ()),
+        default=None,
+        help="output format: table (default, the text an operator reads), json or yaml (the "
+        "whole document)" + ("; text is the same as table" if text_alias else ""),
+    )
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="the same as -f json")
+
+
 def list_format(args: Any) -> str:
-    """The format a listing asked for: ``-f``, else ``--json``, else a table."""
-    return args.format or ("json" if getattr(args, "json", False) else "table")
+    """The format a command asked for: ``-f``, else ``--json``, else a table."""
+    fmt = getattr(args, "format", None) or ("json" if getattr(args, "json", False) else "table")
+    return "table" if fmt == "text" else fmt
+
+
+def emit_document(
+    args: Any,
+    document: Any,
+    table: Callable[[], str],
+    headers: list[str] | None = None,
+    rows: list[list[Any]] | None = None,
+) -> str:
+    """What a command that prints a document prints, in the format ``args`` asks for: json
+    or yaml, the whole ``document``; table, the command's own text (``table()``); csv and
+    value, and a table cut to ``-c`` columns, the ``rows`` under ``headers`` (emit_list).
+    Raises ValueError for a column that is not one."""
+    fmt = list_format(args)
+    if fmt == "json":
+        import json
+
+        return json.dumps(document, indent=2, default=str)
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
+    cut = fmt != "table" or getattr(args, "column", None)
+    if headers is not None and rows is not None and cut:
+        return emit_list(args, headers, rows)
+    return table()
 
 
 def emit_list(args: Any, headers: list[str], rows: list[list[Any]]) -> str:
@@ -109,12 +157,7 @@ def emit_list(args: Any, headers: list[str], rows: list[list[Any]]) -> str:
     the rows, value the values alone. Raises ValueError for a column that is not one."""
     wanted = getattr(args, "column", None)
     if wanted:
-        unknown = [c for c in wanted if c not in headers]
-        if unknown:
-            raise ValueError(
-                f"no column {', '.join(repr(c) for c in unknown)}; the columns are "
-                f"{', '.join(headers)}"
-            )
+        check_columns(args, headers)
         index = [headers.index(c) for c in wanted]
         headers = list(wanted)
         rows = [[row[i] for i in index] for row in rows]
@@ -140,6 +183,16 @@ def emit_list(args: Any, headers: list[str], rows: list[list[Any]]) -> str:
     import json
 
     return json.dumps(objects, indent=2, default=str)
+
+
+def check_columns(args: Any, headers: list[str]) -> None:
+    """Raise ValueError naming the ``-c`` columns of ``args`` that are not among
+    ``headers`` (a command checks before it does the work)."""
+    unknown = [c for c in getattr(args, "column", None) or () if c not in headers]
+    if unknown:
+        raise ValueError(
+            f"no column {', '.join(repr(c) for c in unknown)}; the columns are {', '.join(headers)}"
+        )
 
 
 def _cell(value: Any) -> str:

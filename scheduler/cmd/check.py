@@ -1086,16 +1086,41 @@ def render_table(results: Sequence[CheckResult]) -> str:
     return text_table(["Check", "Result", "Details"], rows) + "\n\n" + summary
 
 
-def render_json(results: Sequence[CheckResult]) -> str:
-    """The results as JSON: ``{"status", "exit_status", "checks": [{name, status, details,
-    remedy}]}``."""
+def document(results: Sequence[CheckResult]) -> dict[str, Any]:
+    """The results as one document: ``{"status", "exit_status", "checks": [{name, status,
+    details, remedy}]}``."""
     code = exit_status(results)
-    doc = {
+    return {
         "status": Status(code).name,
         "exit_status": code,
         "checks": [r.to_dict() for r in results],
     }
-    return json.dumps(doc, indent=2)
+
+
+def render_json(results: Sequence[CheckResult]) -> str:
+    """The results as JSON (``document``)."""
+    return json.dumps(document(results), indent=2)
+
+
+# the columns of ``-f csv|value`` and ``-c``: one row per check, the remedy in its own column
+COLUMNS = ["Check", "Result", "Details", "Remedy"]
+
+
+def rows(results: Sequence[CheckResult]) -> list[list[str]]:
+    """One row per check under COLUMNS."""
+    return [[r.name, r.status.name, r.details, r.remedy or ""] for r in results]
+
+
+def emit(results: Sequence[CheckResult], args: Any = None) -> str:
+    """The results in the format ``args`` asks for (``-f``, ``-c``, ``--json``; None: the
+    table)."""
+    if args is None:
+        return render_table(results)
+    from scheduler.cmd import emit_document
+
+    return emit_document(
+        args, document(results), lambda: render_table(results), COLUMNS, rows(results)
+    )
 
 
 def main(
@@ -1103,10 +1128,11 @@ def main(
     *,
     placement_config_file: str | None = None,
     placement_workers: int | None = None,
-    as_json: bool = False,
+    args: Any = None,
     progress: ProgressCallback | None = None,
 ) -> int:
-    """Run every check on the parsed ``conf``, print the results, return the exit status."""
+    """Run every check on the parsed ``conf``, print the results in the format ``args``
+    asks for, return the exit status."""
     ctx = CheckContext(
         conf,
         placement_config_file=placement_config_file,
@@ -1114,16 +1140,16 @@ def main(
         progress=progress,
     )
     results = run_checks(ctx)
-    print(render_json(results) if as_json else render_table(results))
+    print(emit(results, args))
     return exit_status(results)
 
 
-def config_error(message: str, *, as_json: bool = False) -> int:
+def config_error(message: str, *, args: Any = None) -> int:
     """Report config files that cannot be read as the one failed check; return 2."""
     result = CheckResult.failure(
         "Configuration files",
         message,
         "Give nova.conf with --config-file (it must exist and parse).",
     )
-    print(render_json([result]) if as_json else render_table([result]))
+    print(emit([result], args))
     return exit_status([result])

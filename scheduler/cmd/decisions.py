@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.cmd import (
     LazyModule,
+    add_document_format,
     add_list_format,
+    emit_document,
     emit_list,
     list_format,
     positive_int,
@@ -133,9 +135,7 @@ def add_parsers(subparsers: Any) -> None:
         "a filter (and why), or its rank and weight and how far behind the chosen host it "
         "was, by weigher; or that it was not a candidate",
     )
-    show.add_argument(
-        "--json", action="store_true", help="print the records (or the answers) as JSON"
-    )
+    add_document_format(show)
     show.set_defaults(func=cmd_show)
 
     lst = actions.add_parser("list", help="one line per decision, newest first")
@@ -229,7 +229,7 @@ def run_with_store(args: argparse.Namespace, command: Callable[[DecisionStore], 
         finally:
             store.close()
     except Failed as exc:
-        if exc.code == NOT_FOUND and args.json:
+        if exc.code == NOT_FOUND and list_format(args) == "json":
             print("[]")
         label = "" if exc.code == NOT_FOUND else "error: "
         print(f"{PROG}: {label}{exc}", file=sys.stderr)
@@ -250,14 +250,15 @@ def _show(store: DecisionStore, args: argparse.Namespace) -> int:
     host = (args.host or "").strip()
     if host:
         answers = [(r, why_not(r, host)) for r in records]
-        if args.json:
-            print(json.dumps([_answer_json(r, a) for r, a in answers], indent=2))
-        else:
-            print("\n\n".join(render_answer(r, a) for r, a in answers))
-    elif args.json:
-        print(json.dumps([r.as_dict() for r in records], indent=2))
+        doc: list[dict[str, Any]] = [_answer_json(r, a) for r, a in answers]
+
+        def text() -> str:
+            return "\n\n".join(render_answer(r, a) for r, a in answers)
+
+        print(emit_document(args, doc, text))
     else:
-        print("\n\n".join(render_record(r) for r in records))
+        doc = [r.as_dict() for r in records]
+        print(emit_document(args, doc, lambda: "\n\n".join(render_record(r) for r in records)))
     return 0
 
 

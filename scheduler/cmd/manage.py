@@ -9,17 +9,19 @@ capacity, the decision records and their replay, the demo, and the readiness che
     novasched-manage --config-file nova.conf host list [--cell cell1]
     novasched-manage --config-file nova.conf explain --flavor NAME:VCPUS:RAM_MB:DISK_GB[:k=v,...]
         [--image-props k=v,...] [--hints k=v,...] [--az AZ] [--num-instances N]
-        [--request FILE] [--all-hosts] [--format text|json]
+        [--request FILE] [--all-hosts] [-f table|json|yaml]
     novasched-manage --config-file nova.conf capacity [--flavor NAME ...] [--az AZ]
-        [--aggregate NAME] [--project-id ID] [--by-aggregate] [--json] [--plot FILE.png]
+        [--aggregate NAME] [--project-id ID] [--by-aggregate] [-f FORMAT] [-c COLUMN]
+        [--plot FILE.png]
         [--allow-partial]
-    novasched-manage --config-file nova.conf decision show INSTANCE_UUID|REQUEST_ID [--json]
+    novasched-manage --config-file nova.conf decision show INSTANCE_UUID|REQUEST_ID [--host H]
+        [-f table|json|yaml]
     novasched-manage --config-file nova.conf decision list [--host H] [--since T] [--until T]
-        [--limit N] [--json]
-    novasched-manage --config-file nova.conf replay --config-file NEW.conf --from-records
-        [--since T] [--until T]
+        [--limit N] [-f FORMAT] [-c COLUMN] [--json]
+    novasched-manage --config-file nova.conf replay [--what-if NEW.conf] [--since T]
+        [--until T] [-f table|json|yaml]
     novasched-manage --config-file nova.conf check [--placement-config-file PATH]
-        [--placement-workers N] [--json]
+        [--placement-workers N] [-f FORMAT] [-c COLUMN]
     novasched-manage demo [...]
 
 The config files are read with oslo.config under project "nova" (nova.conf as it is);
@@ -50,9 +52,12 @@ from oslo_utils import timeutils
 
 from scheduler.cmd import (
     LazyModule,
+    add_document_format,
     add_list_format,
+    check_columns,
     config_check,
     decisions,
+    emit_document,
     emit_list,
     hide_eventlet_deprecation,
     list_format,
@@ -563,10 +568,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             raise CommandError(f"invalid request: {exc}")
         # the hosts of a cell that could not be read were not considered
         doc["missing_cells"] = scope.missing_cells(driver.host_manager)
-    if args.format == "json":
-        print(json.dumps(doc, indent=2))
-    else:
-        print(explain.render_text(doc, limit=args.show))
+    print(emit_document(args, doc, lambda: explain.render_text(doc, limit=args.show)))
     return 0 if doc["no_valid_host"] is None else 2
 
 
@@ -599,10 +601,19 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             render.plot(figures, args.plot)
         except render.PlotUnavailable as exc:
             raise CommandError(str(exc))
-    if args.json:
-        print(json.dumps([f.as_dict() for f in figures], indent=2))
-    else:
-        print(render.text(figures, by_aggregate=args.by_aggregate))
+    headers, rows = render.table_rows(figures, by_aggregate=args.by_aggregate)
+    try:
+        print(
+            emit_document(
+                args,
+                [f.as_dict() for f in figures],
+                lambda: render.text(figures, by_aggregate=args.by_aggregate),
+                headers,
+                rows,
+            )
+        )
+    except ValueError as exc:  # a -c column the figures have not
+        raise CommandError(str(exc))
     missing = render.missing_cells(figures)
     if missing and not args.allow_partial:
         print(
@@ -630,13 +641,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Check nova.conf, the databases, Placement and the broker; 0 OK, 1 warning, 2 failure."""
     from scheduler.cmd import check
 
+    _columns(args, check.COLUMNS)
     return check.main(
         CONF,
         placement_config_file=args.placement_config_file,
         placement_workers=args.placement_workers,
-        as_json=args.json,
-        progress=None if args.json else _progress.terminal_progress(),
+        args=args,
+        progress=_progress.terminal_progress() if list_format(args) == "table" else None,
     )
+
+
+def _columns(args: argparse.Namespace, headers: list[str]) -> None:
+    """Refuse ``-c`` columns that are not among ``headers``, before the command works."""
+    try:
+        check_columns(args, headers)
+    except ValueError as exc:
+        raise CommandError(str(exc))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -797,9 +817,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not ask Placement: consider every compute node of the cell databases",
     )
-    ex.add_argument(
-        "--format", choices=("text", "json"), default="text", help="text (default) or json"
-    )
+    add_document_format(ex, text_alias=True)
     ex.add_argument(
         "--show", type=positive_int, default=10, metavar="N", help="text: host names per list"
     )
@@ -828,7 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument(
         "--by-aggregate", action="store_true", help="text: a column per aggregate, not per AZ"
     )
-    cap.add_argument("--json", action="store_true", help="the figures as JSON")
+    add_list_format(cap)
     cap.add_argument(
         "--allow-partial",
         action="store_true",
@@ -861,7 +879,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="how many API worker processes Placement runs (default: unknown)",
     )
-    chk.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_list_format(chk)
     chk.set_defaults(func=cmd_check)
 
     decisions.add_parsers(sub)
@@ -961,7 +979,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             from scheduler.cmd import check
 
-            return check.config_error(str(exc), as_json=args.json)
+            return check.config_error(str(exc), args=args)
         try:
             if args.func is not cmd_check:  # check reports what it finds row by row
                 _validate_config()

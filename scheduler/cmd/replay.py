@@ -16,12 +16,17 @@ Exit status: 0 replayed, 2 no record to replay, 1 an error.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from scheduler.cmd import LazyModule, positive_int, text_table
+from scheduler.cmd import (
+    LazyModule,
+    add_document_format,
+    emit_document,
+    positive_int,
+    text_table,
+)
 from scheduler.cmd.config_check import UnreadableDatabase, require_databases
 from scheduler.cmd.decisions import NOT_FOUND, Failed, add_window, run_with_store, window
 from scheduler.conf import CONF
@@ -72,7 +77,7 @@ def add_parsers(subparsers: Any) -> None:
         metavar="N",
         help=f"list at most N changed decisions (default {SHOW})",
     )
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_document_format(p)
     p.set_defaults(func=cmd_replay)
 
 
@@ -113,10 +118,7 @@ def _replay(store: DecisionStore, args: argparse.Namespace) -> int:
             f"only the newest {args.limit:,} records were replayed: there may be older ones "
             "(raise --limit or narrow --since)"
         )
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
-    else:
-        print(render(report, show=args.show))
+    print(emit_document(args, report.as_dict(), lambda: render(report, show=args.show)))
     return 0
 
 

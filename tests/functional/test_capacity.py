@@ -84,6 +84,11 @@ def _add_flavors(api_url: str, flavors: list[Flavor]) -> None:
 
 
 def _capacity(cloud: Cloud, tmp_path: Path, *args: str) -> dict[str, Any]:
+    (figures,) = json.loads(_capacity_output(cloud, tmp_path, "--json", *args))
+    return figures
+
+
+def _capacity_output(cloud: Cloud, tmp_path: Path, *args: str) -> str:
     conf = tmp_path / "nova.conf"
     conf.write_text(
         "[api_database]\n"
@@ -96,14 +101,13 @@ def _capacity(cloud: Cloud, tmp_path: Path, *args: str) -> dict[str, Any]:
     )
     out = subprocess.run(
         [sys.executable, "-m", "scheduler.cmd.manage", "--config-file", str(conf)]
-        + ["capacity", "--json", *args],
+        + ["capacity", *args],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    (figures,) = json.loads(out.stdout)
-    return figures
+    return out.stdout
 
 
 def _boot_until_no_valid_host(cloud: Cloud, flavor: Flavor, az: str | None = None) -> Counter:
@@ -141,6 +145,18 @@ def test_a_numa_flavor_fits_as_the_numa_cells_allow(cloud, tmp_path):
 def test_the_capacity_of_an_az_is_the_boots_that_fit_there(cloud, tmp_path):
     figures = _capacity(cloud, tmp_path, "--flavor", BIG.name, "--az", "az-east")
     assert figures["total"] > 0 and set(figures["by_az"]) == {"az-east"}
+    # the same figures as rows, openstack's -f csv with -c
+    rows = (
+        _capacity_output(
+            cloud, tmp_path, "--flavor", BIG.name, "--az", "az-east", "-f", "csv"
+        ).splitlines()
+        + _capacity_output(
+            cloud, tmp_path, "--flavor", BIG.name, "--az", "az-east", "-f", "value", "-c", "total"
+        ).splitlines()
+    )
+    assert rows[0].split(",")[:3] == ["flavor", "total", "az-east"]
+    assert rows[1].split(",")[:3] == [BIG.name, str(figures["total"]), str(figures["total"])]
+    assert rows[2:] == [str(figures["total"])]
     taken = _boot_until_no_valid_host(cloud, BIG, az="az-east")
     assert dict(taken) == figures["by_az"]
 

@@ -202,6 +202,10 @@ def test_good_setup_every_check_is_ok(world, tmp_path):
     assert [c["name"] for c in doc["checks"]] == CHECK_NAMES
     assert {c["status"] for c in doc["checks"]} == {"OK"}
 
+    done = _manage(conf, "check", "-f", "value", "-c", "Result", *_placement_conf_arg(world))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["OK"] * len(CHECK_NAMES)
+
 
 # ------------------------------------------------------------------------- broken parts
 

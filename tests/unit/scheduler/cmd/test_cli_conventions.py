@@ -58,3 +58,25 @@ def test_a_command_leaves_the_process_logging_as_it_found_it():
     before = quiet.level
     assert manage.main(["--config-file", "/nonexistent/nova.conf", "host", "list"]) != 0
     assert quiet.level == before
+
+
+def test_every_command_that_prints_takes_f_json_and_yaml():
+    """Every command that prints figures, records or results takes openstack's ``-f``: json
+    and yaml everywhere, csv and value where the output is rows."""
+    parser = manage.build_parser()
+    printing = {
+        ("cell", "list"): True,
+        ("host", "list"): True,
+        ("capacity",): True,
+        ("check",): True,
+        ("decision", "list"): True,
+        ("explain",): False,
+        ("decision", "show"): False,
+        ("replay",): False,
+    }
+    commands = dict(_commands(parser))
+    for path, rows in printing.items():
+        fmt = next(a for a in commands[path]._actions if "--format" in a.option_strings)
+        assert "-f" in fmt.option_strings, path
+        assert {"table", "json", "yaml"} <= set(fmt.choices), path
+        assert ({"csv", "value"} <= set(fmt.choices)) is rows, path

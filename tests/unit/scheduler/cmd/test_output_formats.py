@@ -42,3 +42,32 @@ def test_a_table_by_default_and_an_unknown_column_is_refused_with_the_known_ones
     assert emit_list(_args(), HEADERS, ROWS).splitlines()[0].split() == HEADERS
     with pytest.raises(ValueError, match="no column 'nosuch'; the columns are host, state"):
         emit_list(_args("csv", ["nosuch"]), HEADERS, ROWS)
+
+
+DOC = {"status": "OK", "checks": [{"name": "a", "status": "OK"}]}
+
+
+def test_a_document_is_whole_in_json_and_yaml_and_the_command_text_as_table():
+    from scheduler.cmd import emit_document
+
+    def table():
+        return "the command's own text"
+
+    assert json.loads(emit_document(_args("json"), DOC, table, HEADERS, ROWS)) == DOC
+    assert json.loads(emit_document(_args(as_json=True), DOC, table)) == DOC
+    assert yaml.safe_load(emit_document(_args("yaml"), DOC, table, HEADERS, ROWS)) == DOC
+    assert emit_document(_args(), DOC, table, HEADERS, ROWS) == "the command's own text"
+    assert emit_document(_args("text"), DOC, table) == "the command's own text"
+
+
+def test_a_document_as_rows_in_csv_value_and_a_table_cut_to_columns():
+    from scheduler.cmd import emit_document
+
+    def table():
+        raise AssertionError("not the command's text when rows are asked for")
+
+    assert emit_document(_args("value", ["host"]), DOC, table, HEADERS, ROWS) == "c1\nc2"
+    cut = emit_document(_args(None, ["state"]), DOC, table, HEADERS, ROWS).splitlines()
+    assert [line.strip() for line in cut] == ["state", "-----", "up", "down"]
+    with pytest.raises(ValueError, match="no column 'nosuch'"):
+        emit_document(_args("csv", ["nosuch"]), DOC, table, HEADERS, ROWS)

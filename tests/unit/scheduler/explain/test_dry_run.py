@@ -575,7 +575,7 @@ def test_malformed_extra_spec_is_an_invalid_request_not_a_document(fleet):
         (["explain"], "give --flavor"),
         (["explain", "--flavor", "m1:1:512"], "expected NAME:VCPUS:RAM_MB:DISK_GB"),
         (["explain", "--flavor", "m1:1:512:1", "--hints", "novalue"], "expected key=value"),
-        (["explain", "--flavor", "m1:1:512:1", "--format", "yaml"], "invalid choice"),
+        (["explain", "--flavor", "m1:1:512:1", "--format", "xml"], "invalid choice"),
     ],
 )
 def test_cli_input_errors_are_one_line(capsys, argv, message):
