@@ -926,9 +926,11 @@ decision_records_opts = [
     ),
 ]
 
-# Groups whose unknown keys are reported once at start-up. Other groups of a nova.conf
-# ([DEFAULT], [api], [libvirt], ...) belong to other nova services and are silently skipped.
-_CHECKED_GROUPS = (
+# Groups whose every option is novasched's or nova's scheduler's: their unknown keys are
+# reported once at start-up, and refused by novasched-manage (scheduler/cmd/config_check.py).
+# Other groups of a nova.conf ([DEFAULT], [api], [libvirt], ...) belong to other nova
+# services and are silently skipped.
+CHECKED_GROUPS = (
     "scheduler",
     "filter_scheduler",
     "placement",
@@ -1024,14 +1026,14 @@ def unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
     known: dict[str, set[str]] = {}
     for group, opts in list_opts():
         known.setdefault(group.lower(), set()).update(o.dest for o in opts)
-    for group in _CHECKED_GROUPS:
+    for group in CHECKED_GROUPS:
         try:
             known.setdefault(group, set()).update(conf[group].keys())
         except cfg.NoSuchOptError:
             pass
     # the options of the keystoneauth plugin [placement] names (admin_token: endpoint, token;
     # v3password: ...), which keystoneauth registers only when it loads the plugin
-    known.setdefault(_PLACEMENT_GROUP, set()).update(_auth_plugin_options(conf))
+    known.setdefault(_PLACEMENT_GROUP, set()).update(auth_plugin_options(conf))
     unknown: list[str] = []
     files = list(conf.config_file or []) + _dir_files(conf)
     for path in files:
@@ -1041,7 +1043,7 @@ def unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
             parser.read(path)
         except (configparser.Error, UnicodeDecodeError):
             continue  # oslo.config has already reported a file it cannot parse
-        for group in _CHECKED_GROUPS:
+        for group in CHECKED_GROUPS:
             if not parser.has_section(group):
                 continue
             for key in parser.options(group):
@@ -1057,18 +1059,29 @@ def unsupported_options(conf: cfg.ConfigOpts) -> list[str]:
     return unknown
 
 
-def _auth_plugin_options(conf: cfg.ConfigOpts) -> set[str]:
-    """The option names of ``[placement] auth_type``'s plugin (none for an unknown one)."""
+def auth_plugin_options(conf: cfg.ConfigOpts, group: str = _PLACEMENT_GROUP) -> set[str]:
+    """The option names of ``[group] auth_type``'s Keystone plugin, which keystoneauth
+    registers only when it loads the plugin (none for noauth2 and the like, which are the
+    Placement client's own, and none for a plugin that is not installed: loading it would
+    log a warning, and the client says so when it loads it)."""
     try:
-        auth_type = conf[_PLACEMENT_GROUP].auth_type
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):
+        auth_type = conf[group].auth_type
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError, ValueError, cfg.Error):
         return set()
-    if not auth_type:
+    if not auth_type or auth_type not in _installed_auth_plugins():
         return set()
     try:
         return {opt.dest for opt in ks_loading.get_auth_plugin_conf_options(auth_type)}
-    except Exception:  # an unknown plugin: the client reports it when it loads
+    except Exception:  # a plugin that fails to load: the client reports it when it loads
         return set()
+
+
+def _installed_auth_plugins() -> set[str]:
+    """The names of the installed keystoneauth plugins, from their entry points (keystoneauth's
+    own listing loads every plugin, and logs an error for each one whose library is missing)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name for ep in entry_points(group="keystoneauth1.plugin")}
 
 
 def warn_unsupported_options(conf: cfg.ConfigOpts) -> list[str]:

@@ -79,6 +79,21 @@ class ApiFeed:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def allocations_of(self, consumers: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """What Placement holds for each of ``consumers``: one ``GET /allocations/{uuid}``
+        each, on the feed's threads (``Feed.allocations_of``)."""
+        wanted = sorted(set(consumers))
+        held = self._pool.map(self.client.get_allocations_for_consumer, wanted)
+        out = {}
+        for uuid, body in zip(wanted, held, strict=True):
+            allocations = body.get("allocations") or {}
+            if allocations:
+                out[uuid] = {
+                    rp: {"resources": dict(part.get("resources") or {})}
+                    for rp, part in allocations.items()
+                }
+        return out
+
     # -- the two entry points ------------------------------------------------------------------
     def load(self, view: ProviderView) -> None:
         """Read every provider into the view (the cold load)."""

@@ -226,6 +226,14 @@ class _Sql:
             "JOIN resource_providers r ON r.id = rp.root_provider_id "
             "WHERE a.consumer_id IN ({})"
         )
+        # what some consumers hold, as GET /allocations/{consumer} gives it
+        self.held_by = _sql(
+            "SELECT a.consumer_id, rp.uuid, rc.name, a.used FROM allocations a "
+            "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
+            "JOIN resource_classes rc ON rc.id = a.resource_class_id "
+            "WHERE a.consumer_id IN :c",
+            "c",
+        )
         self.usage = _sql(
             f"SELECT resource_provider_id, COUNT(*), {total('used')} FROM allocations "
             "GROUP BY resource_provider_id"
@@ -336,6 +344,19 @@ class DatabaseFeed:
         self.checks = 0  # catch_up calls (per-request checks)
         self.catch_ups = 0  # catch_up calls that found a change and read it
         self.claim_checks = 0  # catch_up calls that asked where the counted claims are held
+
+    def allocations_of(self, consumers: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """What Placement's database holds for each of ``consumers``, on one snapshot
+        (``Feed.allocations_of``)."""
+        found: dict[str, dict[str, Any]] = {}
+        with self._snapshot() as conn:
+            for chunk in _chunks(sorted(set(consumers))):
+                for consumer, rp, rc, used in conn.execute(self._sql.held_by, {"c": chunk}):
+                    resources = found.setdefault(str(consumer), {}).setdefault(
+                        str(rp), {"resources": {}}
+                    )["resources"]
+                    resources[str(rc)] = int(used)
+        return found
 
     def close(self) -> None:
         with self._lock, self._check_lock:

@@ -7,6 +7,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from placement_client.view.view import ProviderView
@@ -29,6 +30,12 @@ class Feed(Protocol):
     def load(self, view: ProviderView) -> None: ...
 
     def poll(self, view: ProviderView) -> int: ...
+
+    def allocations_of(self, consumers: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """What Placement holds for each of ``consumers`` now, as ``GET
+        /allocations/{consumer}``'s ``allocations`` without the generations: provider uuid
+        -> ``{"resources": {class: amount}}``; a consumer holding nothing is left out."""
+        ...
 
     def close(self) -> None: ...
 

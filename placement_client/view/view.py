@@ -747,7 +747,9 @@ class ProviderView:
             rows: Any = slice(0, n_slots)
             base = np.arange(n_slots)
         else:
-            base = np.fromiter((self._entries[u].slot for u in pool), dtype=np.int64)
+            # in slot order, as without a pool: a set's order changes with the process's hash
+            # seed, and the order is the answer's (ties in the weighers keep it)
+            base = np.sort(np.fromiter((self._entries[u].slot for u in pool), dtype=np.int64))
             rows = base
         if not len(base):
             return base

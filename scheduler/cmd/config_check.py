@@ -40,16 +40,8 @@ from oslo_config import cfg
 from scheduler import conf as sched_conf
 
 # the groups whose every option is novasched's or nova's scheduler's: an unknown name there
-# is a mistake (scheduler/conf.py warns about the same groups at the service's start)
-CHECKED_GROUPS = (
-    "scheduler",
-    "filter_scheduler",
-    "placement",
-    "metrics",
-    "metrics_exporter",
-    "capacity",
-    "decision_records",
-)
+# is a mistake (the service warns about the same groups at its start)
+CHECKED_GROUPS = sched_conf.CHECKED_GROUPS
 
 _NO_SECTION = "\0none"  # configparser's DEFAULT must not leak into the other sections
 # the values never printed: passwords, tokens, URLs with credentials
@@ -223,7 +215,7 @@ def unknown_options(conf: cfg.ConfigOpts) -> list[ConfigProblem]:
             for key in parser.options(group):
                 if group == "placement" and not plugin_added and key not in known[group]:
                     # loading the plugin's options takes a while: only for a name in doubt
-                    known[group] |= _auth_plugin_names(conf, group)
+                    known[group] |= sched_conf.auth_plugin_options(conf, group)
                     plugin_added = True
                 if key.replace("-", "_") in known[group] or (group, key) in seen:
                     continue
@@ -253,7 +245,7 @@ def _known_names(conf: cfg.ConfigOpts, group: str) -> set[str]:
     """Every name an option of ``group`` may be set under: the registered options (ours,
     the libraries', a plugin's) and their deprecated names in this group. (The options of
     ``[placement] auth_type``'s Keystone plugin are registered only when it is loaded:
-    ``_auth_plugin_names``.)"""
+    ``scheduler.conf.auth_plugin_options``.)"""
     names = set(_registered(conf, group))
     for declared_group, opts in sched_conf.list_opts():
         for opt in opts:
@@ -265,23 +257,6 @@ def _known_names(conf: cfg.ConfigOpts, group: str) -> set[str]:
                 if (d.group or declared_group) == group and d.name
             )
     return names
-
-
-def _auth_plugin_names(conf: cfg.ConfigOpts, group: str) -> set[str]:
-    from keystoneauth1 import loading as ks_loading
-
-    try:
-        auth_type = conf[group].auth_type
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, ValueError, cfg.Error):
-        return set()
-    # noauth2 and the like are the Placement client's own, not Keystone plugins (loading
-    # one that is not installed would log a warning)
-    if not auth_type or auth_type not in ks_loading.get_available_plugin_names():
-        return set()
-    try:
-        return {opt.dest for opt in ks_loading.get_auth_plugin_conf_options(auth_type)}
-    except Exception:  # an unknown plugin: the Placement client says so when it loads it
-        return set()
 
 
 # --------------------------------------------------------------------------- databases

@@ -188,7 +188,7 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
                 f"feed: {refresher.last_error}"
             )
         fleet = ReplayFleet(hosts, manager, refresher.view)
-        specs, allocations = _recorded_instances(recorded, refresher.view, placement)
+        specs, allocations = _recorded_instances(recorded, refresher.view, refresher.feed)
         taken = fleet.take_out(specs, allocations, _numa_topologies(manager, hosts, specs))
         # instances still building count as building, as the service saw them
         fleet.builds = _builds(manager, specs)
@@ -199,9 +199,10 @@ def _fleet(recorded: list[Any]) -> Iterator[tuple[Any, Any, list[str]]]:
         manager.stop()
 
 
-def _recorded_instances(recorded: list[Any], view: Any, placement: Any) -> tuple[dict, dict]:
+def _recorded_instances(recorded: list[Any], view: Any, feed: Any) -> tuple[dict, dict]:
     """Per recorded instance placed: the request that placed it, and its allocations as
-    Placement holds them today (asked only for the consumers the view shows)."""
+    Placement holds them today, read through the view's feed (its database, or one ``GET
+    /allocations`` per consumer), only for the consumers the view shows."""
     specs: dict[str, Any] = {}
     for item in recorded:
         if item.spec is None or item.record.outcome != SCHEDULED:
@@ -213,13 +214,13 @@ def _recorded_instances(recorded: list[Any], view: Any, placement: Any) -> tuple
         rec = view.record(rp)
         if rec is not None:
             consumers |= rec.consumers & specs.keys()
-    allocations = {}
-    for uuid in consumers:
-        try:
-            held = placement.get_allocations_for_consumer(uuid)
-        except Exception as exc:
-            raise Failed(f"cannot read the allocations of instance {uuid} from Placement: {exc}")
-        allocations[uuid] = held.get("allocations") or {}
+    try:
+        allocations = feed.allocations_of(consumers)
+    except Exception as exc:
+        raise Failed(
+            f"cannot read the recorded instances' allocations through the {feed.name} feed: "
+            f"{_store.first_line(exc)}"
+        )
     return specs, allocations
 
 

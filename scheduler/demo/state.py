@@ -8,7 +8,8 @@ gets:
 * ``try.conf``, a what-if for ``replay`` (pack by RAM instead of spreading);
 * a way to bring its Placement back: ``novasched-manage demo --state-dir DIR
   --serve-placement`` serves Placement's database on the address nova.conf names, until
-  interrupted (only replay needs it: it asks for the recorded instances' allocations).
+  interrupted (``check`` asks it, and a "fits nowhere" of explain or capacity is Placement's
+  to give; replay reads the recorded instances' allocations from Placement's database).
 
 The demo's computes report while it runs and never again, so nova.conf's
 ``service_down_time`` is a year (``SERVICE_DOWN_TIME``), and the demo moves its down hosts'
@@ -145,13 +146,13 @@ def write_nova_conf(state: Path, conf: Any) -> Path:
         *(f"{name} = {_value(fs[name])}" for name in _FILTER_SCHEDULER),
         "",
         "[placement]",
-        "# The commands read Placement's database (explain, capacity, replay's fleet), so they",
-        "# need no Placement service; the demo's scheduler asked Placement's API instead, with",
-        "# the same answers.",
+        "# The commands read Placement's database (explain, capacity, replay's fleet and the",
+        "# recorded instances' allocations), so they need no Placement service; the demo's",
+        "# scheduler asked Placement's API instead, with the same answers.",
         "view_feed = database",
         f"view_database_connection = {_value(sqlite_url(state / PLACEMENT_DB))}",
-        "# Placement's API, for what only it answers (replay reads the recorded instances'",
-        "# allocations). The demo's Placement stopped with it; serve it again here with",
+        "# Placement's API, for what only it answers (check asks it; a NoValidHost of the view",
+        "# is asked of it again). The demo's Placement stopped with it; serve it again with",
         f"#   novasched-manage demo --state-dir {quoted} --serve-placement",
         f"auth_type = {_value(conf.placement.auth_type)}",
         f"endpoint_override = {_value(conf.placement.endpoint_override)}",
@@ -215,12 +216,13 @@ def next_steps(state: Path, manage: str, request_id: str | None = None) -> str:
             "  # the decisions the demo's scheduler recorded, and one of them in full",
             f"  {conf} decision list",
             f"  {conf} decision show {show}",
-            "",
-            "Replay asks Placement for the recorded instances' allocations: serve the demo's",
-            "Placement first, in another terminal (Ctrl-C stops it):",
-            f"  {manage} demo --state-dir {shlex.quote(str(state))} --serve-placement",
             "  # the demo's boots again, packed by RAM (try.conf: ram_weight_multiplier = -1.0)",
             f"  {conf} replay --what-if {try_conf}",
+            "",
+            "check asks Placement's API, and a flavor that fits nowhere is Placement's to say:",
+            "serve the demo's Placement for those, in another terminal (Ctrl-C stops it):",
+            f"  {manage} demo --state-dir {shlex.quote(str(state))} --serve-placement",
+            f"  {conf} check",
         ]
     )
 

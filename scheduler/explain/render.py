@@ -47,7 +47,7 @@ def _render_instance(lines: list[str], entry: dict[str, Any], limit: int) -> Non
         lines.append("  Weighed (best first):")
         width = max(len(f"{w['host']}/{w['node']}") for w in weighed[:limit])
         for i, w in enumerate(weighed[:limit], start=1):
-            # only the weighers that moved this host (--format json has every one)
+            # only the weighers that moved this host (-f json has every one)
             parts = [
                 f"{name} {c['multiplier'] * c['normalized']:+.3f} (raw {_fmt(c['raw'])}"
                 + ("" if c["multiplier"] == 1 else f", x{_fmt(c['multiplier'])}")
@@ -59,7 +59,7 @@ def _render_instance(lines: list[str], entry: dict[str, Any], limit: int) -> Non
             line = f"    {i:>3}. {where:<{width}}  {w['weight']:8.4f}  " + "; ".join(parts)
             lines.append(line.rstrip())
         if len(weighed) > limit:
-            lines.append(f"    ... and {len(weighed) - limit} more (--format json lists all)")
+            lines.append(f"    ... and {len(weighed) - limit} more (-f json lists all)")
     pick = entry["pick"]
     if pick is not None:
         lines.append(

@@ -1,6 +1,7 @@
 """The cloud ``novasched-manage demo --state-dir DIR`` leaves: an hour later, from another
 directory, the operator's commands run on it with DIR/nova.conf as it is, each as its own
-process, and the demo's Placement comes back for the replay."""
+process, replay included without the demo's Placement (it reads Placement's database),
+and the demo's Placement comes back where nova.conf says."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -142,7 +144,35 @@ def test_the_decisions_the_demo_made_are_listed_and_shown(demo):
     assert shown in done.stdout
 
 
-def test_replay_reproduces_the_demo_against_its_placement_served_again(demo):
+def test_replay_reproduces_the_demo_without_its_placement_served(demo):
+    """The demo's nova.conf reads Placement's database (view_feed = database): replay takes
+    the recorded instances' allocations from it, so no Placement API has to run."""
+    endpoint = re.search(r"endpoint_override = (\S+)", Path(demo.conf).read_text())[1]
+    host, port = endpoint.rsplit("/", 1)[-1].rsplit(":", 1)
+    with socket.socket() as probe:
+        assert probe.connect_ex((host, int(port))) != 0, "the demo's Placement is served"
+    done = _manage(
+        "--config-file",
+        demo.conf,
+        "replay",
+        "--what-if",
+        str(demo.state / "try.conf"),
+        "-f",
+        "json",
+        cwd=demo.cwd,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout)
+    counts = report["counts"]
+    assert counts["records"] == demo.requests and counts["skipped"] == 0
+    # the recorded instances were taken out of today's fleet first, from Placement's database
+    assert report["taken_out"]["allocations"] > 0
+    # the configuration the demo ran with reproduces what it decided
+    assert counts["baseline_reproduced"] >= 0.95 * counts["baseline_replayed"] > 0
+    assert counts["unchanged"] + counts["changed"] == counts["replayed"]
+
+
+def test_the_demos_placement_served_again_answers_where_nova_conf_says(demo):
     served = subprocess.Popen(
         [str(MANAGE), "demo", "--state-dir", str(demo.state), "--serve-placement"],
         stdout=subprocess.PIPE,
@@ -156,21 +186,9 @@ def test_replay_reproduces_the_demo_against_its_placement_served_again(demo):
         first = lines.get(timeout=60)
         endpoint = re.search(r"endpoint_override = (\S+)", Path(demo.conf).read_text())[1]
         assert f"on {endpoint}," in first
-        done = _manage(
-            "--config-file",
-            demo.conf,
-            "replay",
-            "--what-if",
-            str(demo.state / "try.conf"),
-            "--json",
-            cwd=demo.cwd,
-        )
-        assert done.returncode == 0, done.stderr[-4000:]
-        counts = json.loads(done.stdout)["counts"]
-        assert counts["records"] == demo.requests and counts["skipped"] == 0
-        # the configuration the demo ran with reproduces what it decided
-        assert counts["baseline_reproduced"] >= 0.95 * counts["baseline_replayed"] > 0
-        assert counts["unchanged"] + counts["changed"] == counts["replayed"]
+        done = _manage("--config-file", demo.conf, "check", "-f", "json", cwd=demo.cwd, timeout=180)
+        checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+        assert checks["Placement API"]["status"] == "OK", checks["Placement API"]
     finally:
         served.send_signal(signal.SIGINT)  # Ctrl-C, as the demo says
         code = served.wait(timeout=30)

@@ -125,6 +125,25 @@ def test_an_idle_poll_reads_nothing(fleet, feed, client):
     assert_matches_api(view, client)
 
 
+def test_allocations_of_consumers_are_what_the_api_gives(fleet, feed, client):
+    """What replay subtracts for a recorded instance: the same read from the database as
+    through ``GET /allocations/{consumer}``, child providers included; a consumer that holds
+    nothing is left out."""
+    nobody = new_uuid()
+    other = new_uuid()
+    claim(client, other, {fleet.roots[1]: {"VCPU": 3, "DISK_GB": 10}})
+    wanted = [fleet.consumer, other, nobody]
+    from_db = feed.allocations_of(wanted)
+    api = ApiFeed(client)
+    try:
+        assert from_db == api.allocations_of(wanted)
+    finally:
+        api.close()
+    assert set(from_db) == {fleet.consumer, other}
+    assert from_db[fleet.consumer][fleet.child] == {"resources": {GPU: 1}}
+    assert from_db[other] == {fleet.roots[1]: {"resources": {"VCPU": 3, "DISK_GB": 10}}}
+
+
 # -------------------------------------------------------------------------- one poll per change
 
 

@@ -65,6 +65,16 @@ def test_the_options_of_the_configured_auth_plugin_are_not_unsupported(tmp_path)
     assert novasched_conf.unsupported_options(conf) == ["placement.no_such_option"]
 
 
+def test_noauth2_is_looked_up_quietly(tmp_path, caplog):
+    """noauth2 is the Placement client's own, not a keystoneauth plugin: asking for the
+    plugin's options logs nothing (an operator's check output had "Could not load noauth2"),
+    and its unknown options are still reported."""
+    conf = make_conf(tmp_path, "[placement]\nauth_type = noauth2\nno_such_option = 1\n")
+    with caplog.at_level(logging.DEBUG):
+        assert novasched_conf.unsupported_options(conf) == ["placement.no_such_option"]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
 def test_broken_value_is_a_clear_error(tmp_path):
     conf = make_conf(tmp_path, "[scheduler]\nmax_attempts = zero\n")
     with pytest.raises(cfg.ConfigFileValueError, match="max_attempts"):

@@ -311,6 +311,28 @@ def test_limit_returns_a_random_sample_of_exactly_that_many():
     assert answer.matched == 10 and len(answer.candidates.allocation_requests) == 1
 
 
+def test_the_order_is_the_same_with_required_traits_as_without():
+    """A required trait or aggregate narrows the answer and keeps its order (the providers'
+    order in the view): the order of a set of uuids changes with the process's hash seed,
+    and hosts the weighers tie keep the answer's order, so a replay in another process
+    chose another host."""
+    records = [
+        rec(f"{i:03d}-{(i * 7919) % 1000:03d}", traits={"OWNER_NOVA"}, aggs={"agg"})
+        for i in range(200)
+    ]
+    view = loaded(records)
+
+    def order(query: AllocationCandidatesQuery) -> list[str]:
+        answer = view.candidates(query)
+        assert answer.candidates is not None, answer.reason
+        return [next(iter(ar["allocations"])) for ar in answer.candidates.allocation_requests]
+
+    everyone = order(q())
+    assert everyone == [r.uuid for r in records]
+    assert order(q(root_required={"OWNER_NOVA"})) == everyone
+    assert order(q(member_of=[{"agg"}])) == everyone
+
+
 # -- trees, request groups and sharing providers -----------------------------------------------
 def answered(view: ProviderView, query: AllocationCandidatesQuery) -> list[dict[str, Any]]:
     answer = view.candidates(query)
