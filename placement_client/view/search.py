@@ -131,18 +131,9 @@ class TreeSearch:
 
     # -- masks over the slots ----------------------------------------------------------------
     def _mask(self, kind: str, name: str) -> np.ndarray:
-        """The slots with a trait (``kind`` "t") or in an aggregate ("a"), cached until the
-        view's indexes change."""
-        key = (kind, name, self.size)
-        cached = self.view.derived.get(key)
-        if cached is None:
-            members = self.view.with_trait(name) if kind == "t" else self.view.in_aggregate(name)
-            cached = np.zeros(self.size, dtype=bool)
-            slots = [self.view.entry(u).slot for u in members]
-            if slots:
-                cached[np.asarray(slots, dtype=np.int64)] = True
-            self.view.derived[key] = cached
-        return cached
+        """The slots with a trait (``kind`` "t") or in an aggregate ("a") (``ProviderView.
+        mask``: cached until the view's indexes change)."""
+        return self.view.mask(kind, name)
 
     def _any(self, kind: str, names: Any) -> np.ndarray:
         mask = np.zeros(self.size, dtype=bool)

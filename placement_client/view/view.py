@@ -739,64 +739,66 @@ class ProviderView:
         return self._answer([slots[i] for i in matched.tolist()], dict(amounts)), found
 
     def _scan(self, group: Any, query: AllocationCandidatesQuery, amounts: list) -> Any:
-        """The slots of the roots that match (a NumPy index array). Only roots have the
-        classes asked for, so only roots can fit."""
-        pool = self._pool(group, query)
+        """The slots of the roots that match (a NumPy index array), in slot order. Only roots
+        have the classes asked for, so only roots can fit."""
         n_slots = len(self._slots)
-        if pool is None:
-            rows: Any = slice(0, n_slots)
-            base = np.arange(n_slots)
-        else:
-            # in slot order, as without a pool: a set's order changes with the process's hash
-            # seed, and the order is the answer's (ties in the weighers keep it)
-            base = np.sort(np.fromiter((self._entries[u].slot for u in pool), dtype=np.int64))
-            rows = base
-        if not len(base):
-            return base
-        ok = np.ones(len(base), dtype=bool)
+        ok = self._pool(group, query, n_slots)
+        if ok is not None and not ok.any():
+            return np.flatnonzero(ok)
+        rows = slice(0, n_slots)
         for rc, n in amounts:
             column = self._columns.get(rc)
             if column is None:
-                return base[:0]
-            ok &= column.fits(rows, n)
-        excluded: set[str] = set()
+                return np.zeros(0, dtype=np.int64)
+            fits = column.fits(rows, n)
+            ok = fits if ok is None else ok & fits
         for trait in group.forbidden_traits | query.root_forbidden:
-            excluded |= self._by_trait.get(trait, _NO_PROVIDERS)
+            ok &= ~self.mask("t", trait)
         for agg in group.forbidden_aggregates:
-            excluded |= self._by_aggregate.get(agg, _NO_PROVIDERS)
-        matched = base[ok]
-        if excluded and len(matched):
-            out = np.fromiter((self._entries[u].slot for u in excluded), dtype=np.int64)
-            matched = matched[~np.isin(matched, out)]
-        return matched
+            ok &= ~self.mask("a", agg)
+        return np.flatnonzero(ok)
 
-    def _pool(self, group: Any, query: AllocationCandidatesQuery) -> Iterable[str] | None:
-        """The provider uuids that can match by traits, aggregates and tree alone (None:
-        every provider)."""
-        pool: set[str] | None = None
+    def _pool(
+        self, group: Any, query: AllocationCandidatesQuery, n_slots: int
+    ) -> np.ndarray | None:
+        """The slots that can match by traits, aggregates and tree alone, as a mask (None:
+        every slot)."""
+        pool: np.ndarray | None = None
         for trait in group.required_traits | query.root_required:
-            members = self._by_trait.get(trait, _NO_PROVIDERS)
-            pool = set(members) if pool is None else pool & members
-            if not pool:
-                return ()
+            members = self.mask("t", trait)
+            pool = members.copy() if pool is None else pool & members
         for or_set in group.member_of:
-            members = set()
+            members = np.zeros(n_slots, dtype=bool)
             for agg in or_set:
-                members |= self._by_aggregate.get(agg, _NO_PROVIDERS)
+                members |= self.mask("a", agg)
             pool = members if pool is None else pool & members
-            if not pool:
-                return ()
         if group.in_tree:
             entry = self._entries.get(group.in_tree)
             # Placement: in_tree names a tree by any of its providers; an unknown uuid finds
             # nothing. A provider whose root the view does not hold (a refresh that read a
             # child and then found its root deleted) has no candidate either: an empty answer
             # sends the request to Placement.
-            if entry is None or entry.rec.root_uuid not in self._roots:
-                return ()
-            root = {entry.rec.root_uuid}
+            root = np.zeros(n_slots, dtype=bool)
+            if entry is not None and entry.rec.root_uuid in self._roots:
+                root[self._entries[entry.rec.root_uuid].slot] = True
             pool = root if pool is None else pool & root
         return pool
+
+    def mask(self, kind: str, name: str) -> np.ndarray:
+        """The slots with a trait (``kind`` "t") or in an aggregate ("a"), as a read-only
+        boolean array over the slots, cached until the view's indexes change (``derived``)."""
+        size = len(self._slots)
+        key = (kind, name, size)
+        cached = self.derived.get(key)
+        if cached is None:
+            members = self._by_trait if kind == "t" else self._by_aggregate
+            cached = np.zeros(size, dtype=bool)
+            slots = [self._entries[u].slot for u in members.get(name, _NO_PROVIDERS)]
+            if slots:
+                cached[np.asarray(slots, dtype=np.int64)] = True
+            cached.flags.writeable = False
+            self.derived[key] = cached
+        return cached
 
     def _answer(self, matched: list[_Entry], amounts: dict[str, int]) -> AllocationCandidates:
         requests = []
