@@ -25,8 +25,8 @@ After each run the service stops, every consumer holding allocations is checked 
 pre-seeded instance or an instance a request got a reply for (orphans: 0), and the run's
 claims are deleted, so every run starts from the same fleet.
 
-Per request we keep the latency at the client and the driver's own split (the driver's
-``timing_observer``): Placement (allocation candidates when asked, the claim), the view
+Per request we keep the latency at the client and the driver's own split (``Observers.timing``,
+handed to the service): Placement (allocation candidates when asked, the claim), the view
 (candidates from the provider view), database (HostState refresh), the scheduler's own work
 (filters, weighers, prefilters, bookkeeping) and the RPC/serialisation overhead (client
 latency - driver total). A request whose timings hold "view" and no "placement" was answered
@@ -52,7 +52,6 @@ import db
 from benchmarks import cpus, placement_seed
 from benchmarks.report import cpu_by_group, judge, percentile, table, target_verdicts
 from scheduler.conf import CONF
-from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.objects import Flavor, RequestGroup, RequestSpec
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.context import RequestContext
@@ -231,12 +230,22 @@ def scheduler_in_process(cloud: placement_seed.BenchCloud, source: str = "placem
         stack.callback(CONF.clear_override, "max_placement_results", group="scheduler")
         transport = rpc.get_transport(CONF, url=placement_seed.RABBIT_URL)
         stack.callback(transport.cleanup)
-        service = SchedulerService(CONF, transport=transport, topic=topic)
+        service = SchedulerService(CONF, transport=transport, topic=topic, timing=_observe)
         service.start()
         stack.callback(_delete_queues, [topic, f"{topic}.{host}"])
         stack.callback(service.stop)
         wait_view_loaded(service)
         yield SchedulerAPI(transport, topic=topic), service
+
+
+# where the service's driver reports each call's timings while measure() times them
+_sink: list[dict[str, float]] | None = None
+
+
+def _observe(timings: dict[str, float]) -> None:
+    sink = _sink
+    if sink is not None:
+        sink.append(timings)
 
 
 def wait_view_loaded(service: SchedulerService, timeout: float = VIEW_LOAD_TIMEOUT) -> None:
@@ -371,8 +380,9 @@ def measure(
     spec_user = cloud.fleet.spec.user_id
     # --split-cpus: the service's threads and Placement's workers started since are pinned too
     cpus.apply_active()
+    global _sink
     observed: list[dict[str, float]] = []
-    FilterScheduler.timing_observer = observed.append
+    _sink = observed
     run = Run()
     deadline = time.monotonic() + timeout
     cpu0: dict[str, float] | None = None
@@ -412,7 +422,7 @@ def measure(
             run.load.append(_load())
             run.cpu_s = {k: round(cpu1[k] - cpu0[k], 3) for k in cpu0}
     finally:
-        FilterScheduler.timing_observer = None
+        _sink = None
         if stale_too:
             CONF.clear_override("read_your_writes", group="scheduler")
     return run

@@ -13,9 +13,28 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Observers:
+    """What watches a driver's calls, handed to its constructor as ``observers=`` (by the
+    service to a driver whose factory declares ``takes_observers = True``: novasched's own;
+    a plugin driver is built as before and records nothing)."""
+
+    # takes each call's decision record (the service's DecisionRecorder); None: none kept
+    recorder: Any = None
+    # the request as it arrived, in the JSON form a record keeps for a replay (nova's wire
+    # form); None: the record keeps the request's summary only
+    spec_encoder: Callable[[Any], dict[str, Any]] | None = None
+    # called after every select_destinations with the seconds per step and "total"
+    timing: Callable[[dict[str, float]], None] | None = None
+
+
+NO_OBSERVERS = Observers()
 
 # nova's cache-update casts a driver may apply
 CASTS = (
@@ -31,9 +50,6 @@ CASTS = (
 class SchedulerDriver(Protocol):
     """What the RPC edge, the service and the tools ask of a scheduler driver."""
 
-    # the decision recorder (None: nothing recorded) and the request's encoder for it
-    recorder: Any
-    spec_encoder: Callable[[Any], dict[str, Any]] | None
     # the names of nova's cache-update casts (``CASTS``) it applies; the others are ignored
     applies_casts: frozenset[str]
 
@@ -86,9 +102,6 @@ class SchedulerDriver(Protocol):
 
 class PluginDriver:
     """A plugin driver with what it lacks of ``SchedulerDriver`` (see the module doc)."""
-
-    recorder: Any = None
-    spec_encoder: Callable[[Any], dict[str, Any]] | None = None
 
     def __init__(self, inner: Any):
         self.inner = inner

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.conf import CONF
+from scheduler.drivers.base import NO_OBSERVERS, Observers
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.hosts.state import HostState
 from scheduler.objects import Aggregate, Flavor, InstanceGroup, RequestSpec
@@ -296,6 +297,7 @@ def CachingScheduler(  # noqa: N802 - the driver's name, as nova's class was nam
     conf: Any = CONF,
     interval: float | None | object = _FROM_CONF,
     start_periodic: bool = True,
+    observers: Observers = NO_OBSERVERS,
 ) -> FilterScheduler:
     """The caching scheduler (entry point ``caching_scheduler``): the filter scheduler whose
     host source is a ``HostStateCache``, refreshed by a periodic task instead of on every
@@ -309,7 +311,9 @@ def CachingScheduler(  # noqa: N802 - the driver's name, as nova's class was nam
     if interval is _FROM_CONF:
         interval = periodic_task_interval(conf)
     cache = HostStateCache(host_manager, interval=interval)  # type: ignore[arg-type]
-    driver = FilterScheduler(placement=placement, host_manager=cache, conf=conf)
+    driver = FilterScheduler(
+        placement=placement, host_manager=cache, conf=conf, observers=observers
+    )
     cache.warn_about(conf.service_down_time)
     if start_periodic:
         cache.start()
@@ -318,3 +322,6 @@ def CachingScheduler(  # noqa: N802 - the driver's name, as nova's class was nam
         f"every {cache.interval:g} s" if cache.interval is not None else "on demand",
     )
     return driver
+
+
+CachingScheduler.takes_observers = True  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from typing import Any
 
 from filters.compute_filter import ComputeFilter
 from scheduler.conf import CONF
+from scheduler.drivers.base import NO_OBSERVERS, Observers
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.framework.pickers import RandomPick
 
@@ -32,6 +33,7 @@ def ChanceScheduler(  # noqa: N802 - the driver's name, as nova's class was name
     host_manager: Any = None,
     conf: Any = CONF,
     rng: random.Random | None = None,
+    observers: Observers = NO_OBSERVERS,
 ) -> FilterScheduler:
     """The chance scheduler (entry point ``chance_scheduler``): a random up and enabled host
     among the Placement candidates; still claims it in Placement. ``rng``: a seeded
@@ -40,6 +42,7 @@ def ChanceScheduler(  # noqa: N802 - the driver's name, as nova's class was name
         placement=placement,
         host_manager=host_manager,
         conf=conf,
+        observers=observers,
         # the [filter_scheduler] filters and weighers do not apply: up and enabled is all
         filters=[ComputeFilter()],
         weighers=[],
@@ -50,3 +53,6 @@ def ChanceScheduler(  # noqa: N802 - the driver's name, as nova's class was name
         "candidates ([filter_scheduler] enabled_filters and weight_classes are not used)"
     )
     return driver
+
+
+ChanceScheduler.takes_observers = True  # type: ignore[attr-defined]

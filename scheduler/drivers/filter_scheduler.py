@@ -32,7 +32,7 @@ from placement_client.api import AllocationCandidates, Placement
 from scheduler.conf import CONF
 from scheduler.drivers import alternates, decisions, host_casts, outcome, relaxations
 from scheduler.drivers import request_filters as prefilters
-from scheduler.drivers.base import CASTS
+from scheduler.drivers.base import CASTS, NO_OBSERVERS, Observers
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.claims import Claimer, release_on
 from scheduler.drivers.held_claims import HeldClaims
@@ -57,15 +57,10 @@ _clock = time.monotonic
 class FilterScheduler:
     """The default scheduler driver (entry point ``filter_scheduler``)."""
 
-    # Called after every select_destinations with the seconds per step and "total" (benchmark)
-    timing_observer: Callable[[dict[str, float]], None] | None = None
-    # Takes each call's decision record (the service's DecisionRecorder); None: none kept
-    recorder: Any = None
-    # The request as it arrived, in the JSON form a record keeps for a replay (nova's wire
-    # form, set by the service); None: the record keeps the request's summary only
-    spec_encoder: Callable[[RequestSpec], dict[str, Any]] | None = None
     # nova's cache-update casts, all applied to the host source (scheduler/drivers/base.py)
     applies_casts = frozenset(CASTS)
+    # the service hands it its Observers (the decision recorder, the request's encoder)
+    takes_observers = True
 
     def __init__(
         self,
@@ -77,11 +72,16 @@ class FilterScheduler:
         filters: list[Any] | None = None,
         weighers: list[Any] | None = None,
         picker: Picker | None = None,
+        observers: Observers = NO_OBSERVERS,
     ):
         """``filters``/``weighers``: these instead of ``[filter_scheduler]
         enabled_filters``/``weight_classes``; ``picker``: how the filtered hosts are
-        ordered and which goes first (default: nova's, ``pickers.NovaPick``)."""
+        ordered and which goes first (default: nova's, ``pickers.NovaPick``);
+        ``observers``: what watches each call (``base.Observers``: none by default)."""
         self.conf = conf
+        self.recorder = observers.recorder
+        self.spec_encoder = observers.spec_encoder
+        self.timing_observer = observers.timing
         # the one path that filters and weighs (explain, capacity and the smallest change too)
         self.framework = Framework.from_conf(
             conf, filters=filters, weighers=weighers, picker=picker

@@ -26,7 +26,7 @@ from stevedore import extension as stevedore_extension
 from scheduler import exceptions, servicegroup
 from scheduler.conf import CONF, NOVA_DRIVER_CLASS_PATHS
 from scheduler.discovery import HostDiscovery
-from scheduler.drivers.base import as_scheduler_driver
+from scheduler.drivers.base import Observers, as_scheduler_driver
 from scheduler.records import recorder_from_conf
 from scheduler.rpc import transport as sched_rpc
 from scheduler.rpc.manager import BaseAPI, SchedulerManager
@@ -50,12 +50,19 @@ def _raise_load_failure(manager: Any, entrypoint: Any, exc: BaseException) -> No
     ) from exc
 
 
-def load_driver(conf: cfg.ConfigOpts = CONF, **kwargs: Any) -> Any:
+def load_driver(
+    conf: cfg.ConfigOpts = CONF,
+    *,
+    observers: Callable[[], Observers] | None = None,
+    **kwargs: Any,
+) -> Any:
     """Build the driver named by ``[scheduler] driver`` from the
-    ``novasched.scheduler.driver`` entry points. nova's old class paths
+    ``novasched.scheduler.driver`` entry points, with ``kwargs``. nova's old class paths
     (``nova.scheduler.filter_scheduler.FilterScheduler``, ...) load our driver of the same
-    name, with a warning. Raises ConfigurationError (PluginNotFound for an unknown name,
-    listing the available ones)."""
+    name, with a warning. A driver whose factory declares ``takes_observers = True`` is
+    built with ``observers=observers()`` too (called only then: a plugin driver keeps the
+    keyword arguments it was written for). Raises ConfigurationError (PluginNotFound for an
+    unknown name, listing the available ones)."""
     name = (conf.scheduler.driver or "").strip()
     new_name = NOVA_DRIVER_CLASS_PATHS.get(name.replace(":", "."))
     if new_name is not None:
@@ -77,7 +84,10 @@ def load_driver(conf: cfg.ConfigOpts = CONF, **kwargs: Any) -> Any:
     except stevedore_exc.NoMatches:
         available = stevedore_extension.ExtensionManager(DRIVER_NAMESPACE).names()
         raise exceptions.PluginNotFound("scheduler driver", [name], available) from None
-    return manager.driver(**kwargs)
+    factory = manager.driver
+    if observers is not None and getattr(factory, "takes_observers", False) is True:
+        kwargs["observers"] = observers()
+    return factory(**kwargs)
 
 
 def default_executor(conf: cfg.ConfigOpts = CONF) -> str:
@@ -97,9 +107,13 @@ class SchedulerService:
         transport: oslo_messaging.Transport | None = None,
         topic: str = sched_rpc.RPC_TOPIC,
         host: str | None = None,
+        timing: Callable[[dict[str, float]], None] | None = None,
     ):
+        """``driver``: this one (with its own observers) instead of ``[scheduler] driver``;
+        ``timing``: told each call's seconds per step (``Observers.timing``; the benchmark)."""
         self.conf = conf
         self.driver = driver
+        self._timing = timing
         self.executor = executor or default_executor(conf)
         self.topic = topic
         self.host = host or conf.host
@@ -118,6 +132,15 @@ class SchedulerService:
         self.heartbeat: servicegroup.Heartbeat | None = None
         # [scheduler] discover_hosts_in_cells_interval, when this host is the elected one
         self.discovery: HostDiscovery | None = None
+
+    def _observers(self) -> Observers:
+        """What watches the driver this worker builds: each worker records its own
+        decisions, written by a thread of its own, each with the whole request as nova sent
+        it (what novasched-manage replay re-runs)."""
+        self._recorder = recorder_from_conf(self.conf)
+        return Observers(
+            recorder=self._recorder, spec_encoder=request_spec_to_primitive, timing=self._timing
+        )
 
     @property
     def serving(self) -> bool:
@@ -141,16 +164,10 @@ class SchedulerService:
         servicegroup.check_servicegroup_driver(self.conf)
         servicegroup.apply_report_interval_floor(self.conf)
         if self.driver is None:
-            self.driver = load_driver(self.conf)
+            self.driver = load_driver(self.conf, observers=self._observers)
         driver = self._seam = as_scheduler_driver(self.driver)
         # the first read of a large cloud takes seconds: not on a request's time
         driver.prepare()
-        if driver.steps() is not None and driver.recorder is None:
-            # each worker records its own decisions, written by a thread of its own
-            self._recorder = recorder_from_conf(self.conf)
-            driver.recorder = self._recorder
-            # the whole request as nova sent it: what novasched-manage replay re-runs
-            driver.spec_encoder = request_spec_to_primitive
         if self._transport is None:
             self._transport = sched_rpc.get_transport(self.conf)
         self._notifier_transport = sched_rpc.get_notification_transport(self.conf)

@@ -55,7 +55,7 @@ def test_a_minimal_plugin_is_given_the_rest():
     assert seam.applies_casts == frozenset()
     seam.update_aggregates([])  # ignored
     seam.prepare()
-    assert seam.steps() is None and seam.status() == {} and seam.recorder is None
+    assert seam.steps() is None and seam.status() == {}
     assert seam.explain_destinations(None, "spec") is None
     seam.reset()
     seam.stop()

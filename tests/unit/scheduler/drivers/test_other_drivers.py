@@ -452,6 +452,44 @@ def test_a_third_party_driver_is_selected_by_its_entry_point_name(tiny_driver_di
     assert driver.select_destinations(CONTEXT, make_spec(), ["i-0"]) == [["tiny-host"]]
 
 
+def test_a_third_party_driver_is_built_without_the_observers(tiny_driver_dist):
+    """The service's observers go only to a driver that declares it takes them: a plugin
+    written for keyword arguments of its own is built as before (and asked for nothing)."""
+    CONF.set_override("driver", "tiny_driver", group="scheduler")
+    asked = []
+    driver = service.load_driver(CONF, observers=lambda: asked.append(1), placement="p")
+    assert driver.kwargs == {"placement": "p"} and asked == []
+
+
+@pytest.mark.parametrize("name", ["filter_scheduler", "chance_scheduler", "caching_scheduler"])
+def test_builtin_drivers_are_built_with_the_services_observers(name):
+    """The decision recorder, the request's encoder and the timing observer are handed to
+    the driver's constructor, and each call reaches them."""
+    from scheduler.drivers.base import Observers
+
+    CONF.set_override("driver", name, group="scheduler")
+    records, timings = [], []
+
+    class Recorder:
+        def record(self, rec):
+            records.append(rec)
+
+    observers = Observers(recorder=Recorder(), spec_encoder=lambda spec: {}, timing=timings.append)
+    hosts = [make_host("host-a")]
+    driver = service.load_driver(
+        CONF,
+        observers=lambda: observers,
+        placement=FakePlacement(hosts),
+        host_manager=FakeHostManager(hosts),
+    )
+    try:
+        assert (driver.recorder, driver.timing_observer) == (observers.recorder, timings.append)
+        assert chosen(select(driver, make_spec())) == ["host-a"]
+        assert len(records) == 1 and records[0].hosts and len(timings) == 1
+    finally:
+        driver.stop()
+
+
 def test_an_unknown_driver_lists_the_available_ones(tiny_driver_dist):
     CONF.set_override("driver", "no_such_driver", group="scheduler")
     with pytest.raises(PluginNotFound) as err:
