@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from placement_client.api.shapes import AllocationRequest
 from scheduler.objects import RequestSpec
 
 # the fields scheduling changes on its copy; every other field is shared with the spec
@@ -44,7 +45,7 @@ class Scratch:
 
     # allocation requests by provider uuid (nova's HostState.allocation_candidates); the NUMA
     # and PCI filters keep only the ones that fit
-    allocation_candidates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    allocation_candidates: dict[str, list[AllocationRequest]] = field(default_factory=dict)
     # the candidates' provider summaries ({rp uuid: {"resources": {rc: {"used": n, ...}}}})
     provider_summaries: Any = None
     # limits recorded by filters, per (host, node) (nova's host_state.limits)
@@ -52,12 +53,12 @@ class Scratch:
     # a plugin's own per-request values, under a key of its choosing (its name)
     values: dict[str, Any] = field(default_factory=dict)
 
-    def candidates_for(self, host_state: Any) -> list[dict[str, Any]]:
+    def candidates_for(self, host_state: Any) -> list[AllocationRequest]:
         """The remaining allocation requests for a host (empty if none)."""
         uuid = getattr(host_state, "uuid", None)
         return self.allocation_candidates.get(uuid, []) if uuid else []
 
-    def keep_candidates(self, host_state: Any, kept: list[dict[str, Any]]) -> None:
+    def keep_candidates(self, host_state: Any, kept: list[AllocationRequest]) -> None:
         """Keep only ``kept`` of a host's allocation requests (empty: none is left)."""
         if host_state.uuid in self.allocation_candidates:
             self.allocation_candidates[host_state.uuid] = kept
@@ -208,11 +209,11 @@ class SchedulingRequest(RequestSpec):
         )
 
     # -- what plugins write, for this request alone (the scratch area) -------------------------
-    def candidates_for(self, host_state: Any) -> list[dict[str, Any]]:
+    def candidates_for(self, host_state: Any) -> list[AllocationRequest]:
         """This request's remaining allocation requests for a host (empty if none)."""
         return self.scratch.candidates_for(host_state)
 
-    def keep_candidates(self, host_state: Any, kept: list[dict[str, Any]]) -> None:
+    def keep_candidates(self, host_state: Any, kept: list[AllocationRequest]) -> None:
         """Keep only ``kept`` of this request's allocation requests for a host (what nova's
         NUMA and PCI filters do by assigning ``host_state.allocation_candidates``)."""
         self.scratch.keep_candidates(host_state, kept)

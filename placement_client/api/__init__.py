@@ -6,6 +6,7 @@ Public API::
                     claim_retries=4, retry_backoff=1.0)
     AllocationCandidatesQuery, QueryGroup      the GET /allocation_candidates query
     AllocationCandidates, ProviderSpec         answers and inputs
+    AllocationRequest, Allocations             the shapes of what is claimed (TypedDicts)
     Placement                                  the Protocol of what the request path asks
     PlacementError and its subclasses          typed failures
 """
@@ -30,11 +31,15 @@ from placement_client.api.errors import (
 )
 from placement_client.api.protocol import Placement
 from placement_client.api.query import AllocationCandidatesQuery, QueryGroup
+from placement_client.api.shapes import AllocationRequest, Allocations, ProviderPart
 
 __all__ = [
     "MV_CANDIDATES",
     "MV_CLAIM",
     "AllocationCandidates",
+    "AllocationRequest",
+    "Allocations",
+    "ProviderPart",
     "AllocationCandidatesQuery",
     "ClaimConflict",
     "ClaimConnectionLost",

@@ -37,6 +37,7 @@ from placement_client.api.errors import (
     parse_error_body,
 )
 from placement_client.api.query import AllocationCandidatesQuery
+from placement_client.api.shapes import AllocationRequest
 
 try:  # a faster parser for large candidate lists (1000 candidates are about 500 KiB)
     import orjson
@@ -85,7 +86,7 @@ class AllocationCandidates:
     Placement, a read-only mapping made on first access from the provider view).
     """
 
-    allocation_requests: list[dict[str, Any]] = field(default_factory=list)
+    allocation_requests: list[AllocationRequest] = field(default_factory=list)
     provider_summaries: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     elapsed: float = 0.0  # seconds spent on the HTTP round trip and the parse
 

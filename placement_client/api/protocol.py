@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from placement_client.api.client import AllocationCandidates
+from placement_client.api.shapes import AllocationRequest
 
 
 class Placement(Protocol):
@@ -21,7 +22,7 @@ class Placement(Protocol):
     def claim_resources(
         self,
         consumer_uuid: str,
-        alloc_request: dict[str, Any],
+        alloc_request: AllocationRequest,
         project_id: str,
         user_id: str,
         *,

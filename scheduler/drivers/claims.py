@@ -22,6 +22,7 @@ from typing import Any
 
 from placement_client import query
 from placement_client.api import (
+    AllocationRequest,
     ClaimConflict,
     ClaimOutcomeUnknown,
     ConsumerGenerationConflict,
@@ -295,7 +296,9 @@ class Claimer:
             return True
         return self.view_refresher.may_miss_changes
 
-    def confirm(self, req: SchedulingRequest, host: HostState, alloc_req: dict[str, Any]) -> bool:
+    def confirm(
+        self, req: SchedulingRequest, host: HostState, alloc_req: AllocationRequest
+    ) -> bool:
         """Whether Placement still offers ``alloc_req`` for this request: the request's own
         queries confined to the host's provider tree (a claim checks capacity, not traits,
         aggregates or trees). When it does not, the host is not claimed: its providers are
@@ -365,7 +368,7 @@ class Claimer:
         wait = float(getattr(self.placement, "timeout", None) or 30.0)
         return max(0.0, min(wait, req.deadline - self._clock()))
 
-    def assume(self, instance_uuid: str, alloc_req: dict[str, Any]) -> None:
+    def assume(self, instance_uuid: str, alloc_req: AllocationRequest) -> None:
         """Count a claim Placement took in the provider view at once."""
         if self.view is not None:
             self.view.assume(instance_uuid, alloc_req.get("allocations") or {})

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from placement_client.api import MV_CLAIM
+from placement_client.api import MV_CLAIM, AllocationRequest
 from scheduler.exceptions import NoValidHost
 from scheduler.hosts.state import HostState
 from scheduler.objects import SchedulerLimits, Selection
@@ -20,7 +19,7 @@ LOG = logging.getLogger(__name__)
 def selection(
     req: SchedulingRequest,
     host: HostState,
-    alloc_req: dict[str, Any] | None,
+    alloc_req: AllocationRequest | None,
     default_availability_zone: str | None,
 ) -> Selection:
     """nova's Selection of ``host`` for this request (``alloc_req``: the allocation request

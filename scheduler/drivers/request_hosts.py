@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from placement_client import query
-from placement_client.api import AllocationCandidates
+from placement_client.api import AllocationCandidates, AllocationRequest
 from scheduler.drivers import request_filters as prefilters
 from scheduler.drivers.candidates import CandidateSource
 from scheduler.drivers.held_claims import HeldClaims
@@ -159,10 +159,12 @@ class RequestHosts:
         )
 
 
-def by_provider(allocation_requests: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def by_provider(
+    allocation_requests: Iterable[AllocationRequest],
+) -> dict[str, list[AllocationRequest]]:
     """Each provider's allocation requests, in the answer's order (a host's first is the one
     nova claims)."""
-    by_rp: dict[str, list[dict[str, Any]]] = {}
+    by_rp: dict[str, list[AllocationRequest]] = {}
     get = by_rp.get
     for areq in allocation_requests:
         allocations = areq["allocations"]

@@ -27,6 +27,7 @@ from typing import Any
 
 from filters import PASS_ALL
 from filters.handler import FilterHandler, FilterReport, load_filters
+from placement_client.api.shapes import AllocationRequest
 from scheduler.exceptions import ConfigurationError, PluginNotFound
 from scheduler.framework.pickers import NovaPick, Picker
 from scheduler.hosts.state import HostState
@@ -344,7 +345,7 @@ class Framework:
         return self.step(req, hosts, 0, without=without).hosts[:count]
 
 
-def _record_mappings(req: SchedulingRequest, alloc_req: dict[str, Any]) -> None:
+def _record_mappings(req: SchedulingRequest, alloc_req: AllocationRequest) -> None:
     """The request groups' providers, from the allocation request taken (nova's
     ``get_request_group_mapping``): the PCI and port groups of the next instances read
     them."""

@@ -29,7 +29,12 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from placement_client.api import AllocationCandidates, ClaimConflict, PlacementClientError
+from placement_client.api import (
+    AllocationCandidates,
+    AllocationRequest,
+    ClaimConflict,
+    PlacementClientError,
+)
 from placement_client.view import ProviderRecord, ProviderView
 from scheduler.hosts.state import HostState
 from scheduler.objects import Aggregate, Flavor, RequestSpec
@@ -75,7 +80,7 @@ class ReplayPlacement:
     def claim_resources(
         self,
         consumer_uuid: str,
-        alloc_request: dict[str, Any],
+        alloc_request: AllocationRequest,
         project_id: str,
         user_id: str,
         *,
