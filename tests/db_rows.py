@@ -34,3 +34,14 @@ def compute_service(host: str, **values: Any) -> dict[str, Any]:
     )
     row.update(values)
     return row
+
+
+def compute_node_row(host: str, **values: Any) -> Any:
+    """A compute node as a cell read returns it (``db.queries.ComputeNodeRow``): the columns
+    of ``compute_node`` (uuid ``node-HOST``), the others None, ``values`` over them."""
+    from db.queries import ComputeNodeRow
+
+    row: dict[str, Any] = dict.fromkeys(ComputeNodeRow._fields)
+    row.update((k, v) for k, v in compute_node(f"node-{host}", host).items() if k in row)
+    row.update(values)
+    return ComputeNodeRow(**row)

@@ -4,7 +4,6 @@ there (nova's casts, Placement's view, the sweep), over HostStates held in one c
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 import pytest
 from oslo_utils import timeutils
@@ -16,6 +15,7 @@ from scheduler.hosts.cells import Cell, CellView
 from scheduler.hosts.consumption import ConsumptionLedger
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestSpec
+from tests.db_rows import compute_node_row
 
 T0 = datetime.datetime(2026, 11, 1, 12, 0, 0)
 CELL = Cell(uuid="cell-1", name="cell1", database_connection="sqlite://")
@@ -38,11 +38,8 @@ def clock(monkeypatch) -> Clock:
 
 
 def _row(host: str) -> ComputeNodeRow:
-    values: dict[str, Any] = dict.fromkeys(ComputeNodeRow._fields)
-    values.update(
-        uuid=f"node-{host}",
-        host=host,
-        hypervisor_hostname=host,
+    return compute_node_row(
+        host,
         memory_mb=65536,
         free_ram_mb=60000,
         free_disk_gb=900,
@@ -53,9 +50,7 @@ def _row(host: str) -> ComputeNodeRow:
         stats='{"num_instances": "3"}',
         updated_at=T0 - datetime.timedelta(hours=1),
         created_at=T0 - datetime.timedelta(days=1),
-        deleted=0,
     )
-    return ComputeNodeRow(**values)
 
 
 class Cloud:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import datetime
+from typing import Any
 
 import pytest
 
 from db.queries import ComputeNodeRow
 from scheduler.hosts.state import LIMITS_ARE_PER_REQUEST, NO_LIMITS, HostState
+from tests.db_rows import compute_node_row
 from tests.unit.filters.fakes import make_host, make_spec
 
 NOW = datetime.datetime(2026, 5, 1, 12, 0, 0)
@@ -65,11 +67,8 @@ def test_a_nova_style_filter_writing_limits_fails_and_set_host_limit_is_per_requ
 
 
 def _report(**over) -> ComputeNodeRow:
-    values = dict.fromkeys(ComputeNodeRow._fields)
-    values.update(
+    values: dict[str, Any] = dict(
         uuid="u1",
-        host="h",
-        hypervisor_hostname="h",
         memory_mb=4096,
         free_ram_mb=1024,
         free_disk_gb=50,
@@ -77,10 +76,9 @@ def _report(**over) -> ComputeNodeRow:
         vcpus=8,
         vcpus_used=3,
         updated_at=NOW,
-        deleted=0,
     )
     values.update(over)
-    return ComputeNodeRow(**values)
+    return compute_node_row("h", **values)
 
 
 def test_a_report_is_applied_from_a_row_or_from_a_mapping_alike():

@@ -26,6 +26,7 @@ from scheduler.hosts.table import HostTable
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.resources import numa, pci
 from scheduler.telemetry import metrics
+from tests.db_rows import compute_node_row
 from tests.unit.scheduler.hosts.env import assert_table_mirrors
 from tests.unit.scheduler.resources.builders import (
     alias_request,
@@ -72,11 +73,8 @@ def _clock(monkeypatch):
 
 
 def _row(updated_at: datetime.datetime, **over: Any) -> ComputeNodeRow:
-    values = dict.fromkeys(ComputeNodeRow._fields)
-    values.update(
+    values: dict[str, Any] = dict(
         uuid="node-1",
-        host="h",
-        hypervisor_hostname="h",
         memory_mb=65536,
         free_ram_mb=60000,
         free_disk_gb=900,
@@ -91,10 +89,11 @@ def _row(updated_at: datetime.datetime, **over: Any) -> ComputeNodeRow:
         ram_allocation_ratio=1.0,
         updated_at=updated_at,
         created_at=T0 - datetime.timedelta(days=1),
-        deleted=0,
     )
     values.update(over)
-    return ComputeNodeRow(**values)
+    host = values.pop("host", "h")
+    values.setdefault("hypervisor_hostname", "h")
+    return compute_node_row(host, **values)
 
 
 def _plain(ram: int = 1024, vcpus: int = 2) -> RequestSpec:
