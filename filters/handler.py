@@ -91,8 +91,26 @@ class FilterStep:
         self._removed = None if rows is not None else list(removed or [])
         self._count = len(rows[1]) if rows is not None else len(self._removed)
 
+    def resolve(self, limit: int) -> int:
+        """Name the first ``limit`` removed hosts now and forget the others' rows (a decision
+        record keeps at most so many, and the host table's rows may be reused before its
+        writer thread runs); ``removed`` then lists those alone, ``hosts_out`` still counts
+        every one. Returns how many ``removed`` lists."""
+        if self._removed is None:
+            table, rows, codes, reasons = self._rows
+            rows = rows[: max(limit, 0)]
+            hosts = table.hosts_at(rows) if len(rows) else []
+            if codes is None:
+                self._removed = [(h, reasons[0]) for h in hosts]
+            else:
+                picked = codes[: len(rows)].tolist()
+                self._removed = list(zip(hosts, map(reasons.__getitem__, picked), strict=True))
+            self._rows = None
+        return len(self._removed)
+
     @property
     def removed(self) -> list[tuple[Any, str]]:
+        """(host, reason) per host removed (after ``resolve``: the first ones alone)."""
         if self._removed is None:
             table, rows, codes, reasons = self._rows
             hosts = table.hosts_at(rows)

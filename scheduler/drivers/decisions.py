@@ -127,9 +127,10 @@ def decision_record(
     if report is not None:
         # which hosts each filter removed, resolved now: a filter keeps the host table's
         # rows, which a host removed from the cell and another added could reuse before the
-        # writer thread names them
+        # writer thread names them; no more than per_host keeps
+        budget = PER_HOST_LIMIT
         for step in report.steps:
-            step.removed  # noqa: B018 (materialises the list)
+            budget -= step.resolve(budget)
     document: dict[str, Any] = {
         "version": DOCUMENT_VERSION,
         "request": request_summary(req),

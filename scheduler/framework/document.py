@@ -137,6 +137,7 @@ def per_host_section(
             left_out += count
             continue
         pairs = step.removed
+        left_out += count - len(pairs)  # not resolved (FilterStep.resolve): past the limit
         if len(pairs) > budget:
             left_out += len(pairs) - budget
             pairs = pairs[:budget]

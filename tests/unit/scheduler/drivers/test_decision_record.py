@@ -303,6 +303,36 @@ def test_per_host_on_the_column_path_names_the_hosts_the_columns_removed(tmp_pat
     manager.stop()
 
 
+def test_per_host_names_no_more_removed_hosts_than_it_keeps(tmp_path, monkeypatch):
+    """On the request's thread the record names only the removed hosts ``per_host`` keeps
+    (PER_HOST_LIMIT), not every one; the others are counted as left out."""
+    from tests.unit.scheduler.hosts.env import Env, utcnow
+
+    monkeypatch.setattr(decisions, "PER_HOST_LIMIT", 5)
+    env = Env(tmp_path)
+    cell = env.add_cell("cell1")
+    for i in range(80):  # enough for the filters to run over the table's columns
+        service = {"last_seen_up": utcnow(), "disabled": i % 2 == 0}
+        env.add_host(cell, f"h{i:03d}", service=service)
+    manager = env.manager()
+    named: list[int] = []
+    hosts_at = manager.table.hosts_at
+    monkeypatch.setattr(
+        manager.table, "hosts_at", lambda rows: named.append(len(rows)) or hosts_at(rows)
+    )
+    driver = FilterScheduler(placement=object(), host_manager=manager, view=False)
+    req = driver.new_request(CONTEXT, make_spec())
+    driver.select_hosts(req, driver.all_hosts(req), 0)
+    named.clear()
+    rec = decisions.decision_record(req, ["i-0"], None, None, weighers=driver.framework.weighers)
+    assert named == [5]  # the 40 disabled hosts' rows, only 5 of them named
+    per_host = _stored(rec)["per_host"]
+    assert [len(r["hosts"]) for r in per_host["removed"]] == [5]
+    assert per_host["passed"] == []
+    assert per_host["capped"] == {"limit": 5, "left_out": 35 + 40}
+    manager.stop()
+
+
 def test_the_per_host_detail_is_written_out_by_the_recorders_thread(tmp_path, monkeypatch):
     """A name per host costs time: the request's thread hands the section over unwritten
     (``Deferred``) and the recorder's writer thread writes it out."""
