@@ -7,13 +7,12 @@ capacity, the decision records and their replay, the demo, and the readiness che
     novasched-manage --config-file nova.conf fleet load --hosts 100 --placement-url URL
     novasched-manage --config-file nova.conf fleet heartbeat
     novasched-manage --config-file nova.conf host list [--cell cell1]
-    novasched-manage --config-file nova.conf explain --flavor NAME:VCPUS:RAM_MB:DISK_GB[:k=v,...]
+    novasched-manage --config-file nova.conf explain --flavor NAME[:VCPUS:RAM_MB:DISK_GB[:k=v,...]]
         [--image-props k=v,...] [--hints k=v,...] [--az AZ] [--num-instances N]
         [--request FILE] [--all-hosts] [-f table|json|yaml]
     novasched-manage --config-file nova.conf capacity [--flavor NAME ...] [--az AZ]
         [--aggregate NAME] [--project-id ID] [--by-aggregate] [-f FORMAT] [-c COLUMN]
-        [--plot FILE.png]
-        [--allow-partial]
+        [--plot FILE.png] [--allow-partial]
     novasched-manage --config-file nova.conf decision show INSTANCE_UUID|REQUEST_ID [--host H]
         [-f table|json|yaml]
     novasched-manage --config-file nova.conf decision list [--host H] [--since T] [--until T]
@@ -39,31 +38,39 @@ standard output is a terminal.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import logging
 import sys
 import uuid as uuidlib
-from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import Any
 
 from oslo_config import cfg
 from oslo_utils import timeutils
 
 from scheduler.cmd import (
     LazyModule,
-    add_document_format,
     add_list_format,
     check_columns,
     config_check,
     decisions,
-    emit_document,
     emit_list,
+    explain_capacity,
     hide_eventlet_deprecation,
     list_format,
     positive_int,
     replay,
     select_service_backend,
+)
+from scheduler.cmd.common import (
+    PROG,
+    CommandError,
+    Parser,
+    api_engine,
+    check_url,
+    database_error,
+    database_errors,
+    make_url,
+    safe_url,
 )
 from scheduler.conf import CONF, database_connection
 
@@ -75,79 +82,10 @@ _progress = LazyModule("scheduler.cmd.progress")
 _host_table = LazyModule("scheduler.hosts.table")
 
 
-def make_url(url: str) -> Any:
-    from sqlalchemy.engine import make_url as make
-
-    return make(url)
-
-
 LOG = logging.getLogger(__name__)
-PROG = "novasched-manage"
-# capacity's figures were printed, but some cells could not be read (no --allow-partial)
-EXIT_PARTIAL = 3
-
-
-class CommandError(Exception):
-    """A bad input or an unusable environment; its message is shown as the one-line error."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line and raises instead of exiting."""
-
-    def error(self, message: str) -> NoReturn:
-        raise CommandError(f"{message} (see '{self.prog} --help')")
 
 
 # ------------------------------------------------------------------------------- helpers
-
-
-def _safe_url(url: str | None) -> str:
-    if not url:
-        return ""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL SQLAlchemy can parse: show it as given
-        return url
-
-
-def _check_url(url: str, what: str) -> str:
-    try:
-        make_url(url)
-    except Exception:
-        raise CommandError(f"{what} is not a valid SQLAlchemy URL: {url!r}")
-    return url
-
-
-def _api_engine(*, create: bool = False) -> sa.Engine:
-    """The API database's engine; it must exist unless the command ``create``s it (SQLite
-    would create an empty file where the URL points)."""
-    url = CONF.api_database.connection
-    if not url:
-        raise CommandError(
-            "no API database: set [api_database] connection in the file given with --config-file"
-        )
-    _check_url(url, "[api_database] connection")
-    if not create:
-        config_check.require_database(url, "the API database ([api_database] connection)")
-    return db.get_engine(url)
-
-
-@contextlib.contextmanager
-def _database_errors(what: str, url: str | None = None) -> Iterator[None]:
-    """A database error inside the block becomes a one-line error naming the database
-    (``what``, and its URL without the password)."""
-    try:
-        yield
-    except sa.exc.SQLAlchemyError as exc:
-        where = f"{what} ({_safe_url(url)})" if url else what
-        raise CommandError(f"{where}: {_database_error(exc)}") from exc
-
-
-def _database_error(exc: sa.exc.SQLAlchemyError) -> str:
-    orig = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-    if any(s in orig for s in ("no such table", "doesn't exist", "does not exist")):
-        orig += " (run 'novasched-manage db sync' first)"
-    return orig
 
 
 def _cell0_url(url: str) -> str:
@@ -169,7 +107,7 @@ def _resolve_cells(
 ) -> list[dict[str, Any]]:
     """The cells named (by name or uuid) in ``wanted``, else every enabled non-cell0 cell;
     their databases must exist unless the command ``create``s them."""
-    with _database_errors("the API database", CONF.api_database.connection):
+    with database_errors("the API database", CONF.api_database.connection):
         cells = [c for c in _cell_mappings(api_engine) if c["uuid"] != db.CELL0_UUID]
     if not wanted:
         chosen = [c for c in cells if not c["disabled"]]
@@ -229,28 +167,28 @@ def _register_database_opts() -> None:
 
 
 def cmd_db_sync(args: argparse.Namespace) -> int:
-    api = _api_engine(create=True)
-    with _database_errors("the API database", CONF.api_database.connection):
+    api = api_engine(create=True)
+    with database_errors("the API database", CONF.api_database.connection):
         db.create_schema(api, "api")
-    print(f"API database ready: {_safe_url(api.url.render_as_string(hide_password=False))}")
+    print(f"API database ready: {safe_url(api.url.render_as_string(hide_password=False))}")
     if args.api_only:
         return 0
     urls: list[tuple[str, str]] = []
     if CONF.database.connection:
         urls.append(("[database] connection", CONF.database.connection))
-    with _database_errors("the API database", CONF.api_database.connection):
+    with database_errors("the API database", CONF.api_database.connection):
         cells = _usable(_cell_mappings(api))
     for cell in cells:
         urls.append((f"cell {cell['name'] or cell['uuid']}", cell["database_connection"]))
     done: set[str] = set()
     for label, url in urls:
-        url = db.api.normalize_url(_check_url(url, label))
+        url = db.api.normalize_url(check_url(url, label))
         if url in done:
             continue
         done.add(url)
-        with _database_errors(f"the database of {label}", url):
+        with database_errors(f"the database of {label}", url):
             db.create_schema(url, "cell")
-        print(f"cell database ready ({label}): {_safe_url(url)}")
+        print(f"cell database ready ({label}): {safe_url(url)}")
     return 0
 
 
@@ -258,7 +196,7 @@ def cmd_cell_create(args: argparse.Namespace) -> int:
     url = args.database_connection or CONF.database.connection
     if not url:
         raise CommandError("give --database-connection (or set [database] connection)")
-    _check_url(url, "--database-connection")
+    check_url(url, "--database-connection")
     if args.uuid:
         try:
             uuidlib.UUID(args.uuid)
@@ -266,12 +204,12 @@ def cmd_cell_create(args: argparse.Namespace) -> int:
             raise CommandError(f"--uuid is not a UUID: {args.uuid!r}")
     if not args.name.strip():
         raise CommandError("--name must not be empty")
-    api = _api_engine(create=True)
-    with _database_errors("the API database", CONF.api_database.connection):
+    api = api_engine(create=True)
+    with database_errors("the API database", CONF.api_database.connection):
         db.create_schema(api, "api")
     cell0_url = args.cell0_database_connection or _cell0_url(CONF.database.connection or url)
-    if db.ensure_cell0(api, _check_url(cell0_url, "cell0 database connection")):
-        print(f"mapped cell0: {_safe_url(cell0_url)}")
+    if db.ensure_cell0(api, check_url(cell0_url, "cell0 database connection")):
+        print(f"mapped cell0: {safe_url(cell0_url)}")
     cell = db.create_cell_mapping(
         api,
         name=args.name,
@@ -285,15 +223,15 @@ def cmd_cell_create(args: argparse.Namespace) -> int:
 
 
 def cmd_cell_list(args: argparse.Namespace) -> int:
-    api = _api_engine()
-    with _database_errors("the API database", CONF.api_database.connection):
+    api = api_engine()
+    with database_errors("the API database", CONF.api_database.connection):
         mappings = _cell_mappings(api)
     rows = [
         [
             c["name"],
             c["uuid"],
-            _safe_url(c["transport_url"]),
-            _safe_url(c["database_connection"]),
+            safe_url(c["transport_url"]),
+            safe_url(c["database_connection"]),
             c["disabled"],
         ]
         for c in mappings
@@ -323,7 +261,7 @@ def _placement_client(args: argparse.Namespace) -> Any:
 
 
 def cmd_fleet_load(args: argparse.Namespace) -> int:
-    api = _api_engine()
+    api = api_engine()
     cells = _resolve_cells(api, args.cells, create=True)
     azs = [a.strip() for a in args.azs.split(",") if a.strip()] if args.azs is not None else None
     spec = fleet_mod.FleetSpec(
@@ -346,7 +284,7 @@ def cmd_fleet_load(args: argparse.Namespace) -> int:
     placement = _placement_client(args)
     engines = {}
     for c in cells:
-        engine = db.get_engine(_check_url(c["database_connection"], f"cell {c['name']}"))
+        engine = db.get_engine(check_url(c["database_connection"], f"cell {c['name']}"))
         db.create_schema(engine, "cell")
         engines[c["uuid"]] = engine
     progress = _progress.terminal_progress(unit="host")
@@ -370,20 +308,20 @@ def cmd_fleet_load(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet_heartbeat(args: argparse.Namespace) -> int:
-    api = _api_engine()
+    api = api_engine()
     total = 0
     for c in _resolve_cells(api, args.cells):
-        with _database_errors(_cell_label(c), c["database_connection"]):
+        with database_errors(_cell_label(c), c["database_connection"]):
             total += db.touch_services(db.get_engine(c["database_connection"]))
     print(f"heartbeat: {total} nova-compute services reported up")
     return 0
 
 
 def cmd_host_list(args: argparse.Namespace) -> int:
-    api = _api_engine()
+    api = api_engine()
     cells = _resolve_cells(api, [args.cell] if args.cell else None)
     az_of: dict[str, str] = {}
-    with _database_errors("the API database", CONF.api_database.connection):
+    with database_errors("the API database", CONF.api_database.connection):
         aggregates = db.get_aggregates(api)
     for agg in aggregates:
         az = agg["metadata"].get("availability_zone")
@@ -394,7 +332,7 @@ def cmd_host_list(args: argparse.Namespace) -> int:
     rows = []
     for c in cells:
         engine = db.get_engine(c["database_connection"])
-        with _database_errors(_cell_label(c), c["database_connection"]):
+        with database_errors(_cell_label(c), c["database_connection"]):
             services = {s.host: s._asdict() for s in db.get_compute_services(engine)}
             nodes = db.get_compute_nodes(engine)
         for cn in sorted(nodes, key=lambda r: r.host or ""):
@@ -427,213 +365,6 @@ def _emit(args: argparse.Namespace, headers: list[str], rows: list[list[Any]]) -
     try:
         return emit_list(args, headers, rows)
     except ValueError as exc:
-        raise CommandError(str(exc))
-
-
-class _NoPlacement:
-    """The Placement client of ``explain --all-hosts``: never asked."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise CommandError("Placement is not used with --all-hosts")
-
-
-def _explain_spec(args: argparse.Namespace) -> Any:
-    from scheduler import explain
-    from scheduler.exceptions import InvalidRequest
-    from scheduler.objects import RequestSpec
-
-    if args.request is None and args.flavor is None:
-        raise CommandError("give --flavor NAME:VCPUS:RAM_MB:DISK_GB[:key=val,...] or --request")
-    try:
-        if args.request is not None:
-            try:
-                with open(args.request, encoding="utf-8") as fh:
-                    data = json.load(fh)
-            except OSError as exc:
-                raise CommandError(f"cannot read --request {args.request}: {exc.strerror}")
-            except ValueError as exc:
-                raise CommandError(f"--request {args.request} is not JSON: {exc}")
-            spec = explain.spec_from_json(data)
-        else:
-            spec = RequestSpec(flavor=_explain_flavor(args.flavor))
-        return explain.apply_overrides(
-            spec,
-            flavor=_explain_flavor(args.flavor) if args.flavor and args.request else None,
-            image_props=explain.split_pairs(args.image_props) if args.image_props else None,
-            hints=explain.split_pairs(args.hints, multi=True) if args.hints else None,
-            az=args.az,
-            num_instances=args.num_instances,
-        )
-    except explain.ExplainInputError as exc:
-        raise CommandError(str(exc))
-    except InvalidRequest as exc:  # from the nova primitive decoder
-        raise CommandError(f"--request {args.request}: {exc}")
-
-
-def _explain_flavor(text: str) -> Any:
-    """``--flavor``: NAME:VCPUS:RAM_MB:DISK_GB[:key=val,...], or a flavor of the API database
-    by name or id (``m1.small``), extra specs included."""
-    from scheduler import capacity, explain
-    from scheduler.exceptions import ConfigurationError
-
-    if ":" in text:
-        return explain.parse_flavor(text)
-    _api_engine()  # there, before the flavor is read from it
-    try:
-        with _database_errors("the API database", CONF.api_database.connection):
-            return capacity.load_flavors(CONF, [text])[0]
-    except (ConfigurationError, capacity.UnknownFlavors) as exc:
-        raise CommandError(str(exc))
-
-
-def _explain_view(placement: Any) -> Any:
-    """The provider view for a one-shot explain: read from Placement's database when the
-    view is fed from it (a fraction of a second); through the API the load takes four GETs
-    per provider, so the CLI asks Placement instead (False: no view)."""
-    from placement_client.from_conf import view_from_conf
-
-    opts = CONF.placement
-    feed = opts.view_feed
-    if feed == "auto":
-        feed = "database" if opts.view_database_connection else "api"
-    if feed != "database":
-        return False
-    refresher = view_from_conf(CONF, placement)
-    refresher.load()
-    return refresher
-
-
-@contextlib.contextmanager
-def _one_shot_driver(all_hosts: bool) -> Iterator[Any]:
-    """The filter scheduler of a one-shot command (explain, capacity): the host manager,
-    the Placement client from [placement] (none with ``all_hosts``) and the provider view
-    when it can be loaded quickly; stopped on the way out."""
-    from scheduler.drivers.filter_scheduler import FilterScheduler
-    from scheduler.exceptions import ConfigurationError
-    from scheduler.hosts.manager import HostManager
-
-    view: Any = False
-    # before anything opens them: a read must not create an SQLite file
-    config_check.require_databases(CONF)
-    try:
-        with _database_errors("the API database", CONF.api_database.connection):
-            host_manager = HostManager(CONF)
-    except ConfigurationError as exc:
-        raise CommandError(str(exc))
-    try:
-        if all_hosts:
-            placement: Any = _NoPlacement()
-        else:
-            from placement_client.from_conf import client_from_conf
-
-            try:
-                placement = client_from_conf(CONF)
-            except ConfigurationError as exc:
-                raise CommandError(f"{exc} (or use --all-hosts to leave Placement out)")
-        try:
-            view = _explain_view(placement) if not all_hosts else False
-            driver = FilterScheduler(
-                placement=placement, host_manager=host_manager, view=view, conf=CONF
-            )
-        except ConfigurationError as exc:
-            raise CommandError(str(exc))
-        yield driver
-    finally:
-        host_manager.stop()
-        if view:
-            view.stop()
-
-
-def cmd_explain(args: argparse.Namespace) -> int:
-    """A dry run of the scheduler for one request: nothing is claimed or consumed."""
-    import types
-
-    from scheduler import explain
-    from scheduler.capacity import scope
-    from scheduler.exceptions import InvalidRequest
-
-    spec = _explain_spec(args)
-    if args.project_id:
-        spec.project_id = args.project_id
-    with _one_shot_driver(args.all_hosts) as driver:
-        _check_scope(driver, availability_zone=spec.availability_zone)
-        context = types.SimpleNamespace(
-            request_id=f"req-explain-{uuidlib.uuid4()}",
-            project_id=spec.project_id,
-            user_id=spec.user_id,
-        )
-        try:
-            doc = explain.explain_request(driver, context, spec, all_hosts=args.all_hosts)
-        except InvalidRequest as exc:
-            raise CommandError(f"invalid request: {exc}")
-        # the hosts of a cell that could not be read were not considered
-        doc["missing_cells"] = scope.missing_cells(driver.host_manager)
-    print(emit_document(args, doc, lambda: explain.render_text(doc, limit=args.show)))
-    return 0 if doc["no_valid_host"] is None else 2
-
-
-def cmd_capacity(args: argparse.Namespace) -> int:
-    """How many more instances of each flavor fit, per AZ and aggregate, and the capacity
-    stranded per resource class; nothing is claimed or consumed."""
-    from scheduler import capacity
-    from scheduler.capacity import render
-    from scheduler.exceptions import ConfigurationError
-
-    _api_engine()  # there, before the flavors are read from it
-    try:
-        with _database_errors("the API database", CONF.api_database.connection):
-            flavors = capacity.load_flavors(CONF, args.flavor)
-    except (ConfigurationError, capacity.UnknownFlavors) as exc:
-        raise CommandError(str(exc))
-    if not flavors:
-        raise CommandError("no public, enabled flavor in the API database (use --flavor)")
-    with _one_shot_driver(False) as driver:
-        _check_scope(driver, availability_zone=args.az, aggregate=args.aggregate)
-        calculator = capacity.CapacityCalculator(
-            driver,
-            availability_zone=args.az,
-            aggregate=args.aggregate,
-            project_id=args.project_id or CONF.capacity.project_id,
-        )
-        figures = calculator.flavors(flavors)
-    if args.plot:
-        try:
-            render.plot(figures, args.plot)
-        except render.PlotUnavailable as exc:
-            raise CommandError(str(exc))
-    headers, rows = render.table_rows(figures, by_aggregate=args.by_aggregate)
-    try:
-        print(
-            emit_document(
-                args,
-                [f.as_dict() for f in figures],
-                lambda: render.text(figures, by_aggregate=args.by_aggregate),
-                headers,
-                rows,
-            )
-        )
-    except ValueError as exc:  # a -c column the figures have not
-        raise CommandError(str(exc))
-    missing = render.missing_cells(figures)
-    if missing and not args.allow_partial:
-        print(
-            f"{PROG}: error: the figures are partial: cell(s) {', '.join(missing)} could not "
-            "be read (--allow-partial accepts them)",
-            file=sys.stderr,
-        )
-        return EXIT_PARTIAL
-    return 0
-
-
-def _check_scope(
-    driver: Any, *, availability_zone: str | None = None, aggregate: str | None = None
-) -> None:
-    """Refuse an availability zone or an aggregate the cloud does not know."""
-    from scheduler.capacity import scope
-
-    try:
-        scope.check_scope(driver, availability_zone=availability_zone, aggregate=aggregate)
-    except scope.UnknownName as exc:
         raise CommandError(str(exc))
 
 
@@ -695,7 +426,7 @@ def _non_negative(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of novasched-manage."""
-    p = _Parser(prog=PROG, description="Manage novasched's databases, cells and fleets.")
+    p = Parser(prog=PROG, description="Manage novasched's databases, cells and fleets.")
     p.add_argument("--config-file", action="append", metavar="PATH", help="nova.conf (repeatable)")
     p.add_argument("--config-dir", action="append", metavar="DIR", help="directory of *.conf")
     p.add_argument("--debug", action="store_true", help="log debug output and show tracebacks")
@@ -703,19 +434,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(
         dest="category",
         metavar="{db,cell,fleet,host,explain,capacity,decision,replay,check,demo}",
-        parser_class=_Parser,
+        parser_class=Parser,
     )
     sub.required = True
 
     dbp = sub.add_parser("db", help="database schema")
-    dbs = dbp.add_subparsers(dest="action", metavar="{sync}", parser_class=_Parser)
+    dbs = dbp.add_subparsers(dest="action", metavar="{sync}", parser_class=Parser)
     dbs.required = True
     sync = dbs.add_parser("sync", help="create the API schema and every cell's schema")
     sync.add_argument("--api-only", action="store_true", help="only the API database")
     sync.set_defaults(func=cmd_db_sync)
 
     cellp = sub.add_parser("cell", help="cell mappings")
-    cells = cellp.add_subparsers(dest="action", metavar="{create,list}", parser_class=_Parser)
+    cells = cellp.add_subparsers(dest="action", metavar="{create,list}", parser_class=Parser)
     cells.required = True
     create = cells.add_parser("create", help="map a cell (and cell0 if missing)")
     create.add_argument("--name", required=True, help="the cell's name")
@@ -742,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     cell_list.set_defaults(func=cmd_cell_list)
 
     fleetp = sub.add_parser("fleet", help="synthetic fleets")
-    fleets = fleetp.add_subparsers(dest="action", metavar="{load,heartbeat}", parser_class=_Parser)
+    fleets = fleetp.add_subparsers(dest="action", metavar="{load,heartbeat}", parser_class=Parser)
     fleets.required = True
     load = fleets.add_parser("load", help="write a synthetic fleet into the cells and Placement")
     load.add_argument("--hosts", type=positive_int, required=True, help="compute nodes to write")
@@ -780,86 +511,14 @@ def build_parser() -> argparse.ArgumentParser:
     beat.set_defaults(func=cmd_fleet_heartbeat)
 
     hostp = sub.add_parser("host", help="compute hosts")
-    hosts = hostp.add_subparsers(dest="action", metavar="{list}", parser_class=_Parser)
+    hosts = hostp.add_subparsers(dest="action", metavar="{list}", parser_class=Parser)
     hosts.required = True
     hl = hosts.add_parser("list", help="hosts with capacity, state and AZ")
     hl.add_argument("--cell", metavar="CELL", help="only this cell (name or uuid)")
     add_list_format(hl)
     hl.set_defaults(func=cmd_host_list)
 
-    ex = sub.add_parser(
-        "explain",
-        help="dry-run the scheduler for a request: what each filter removed and why, the "
-        "weighed order and the host it would choose (nothing is claimed); exit status 2 "
-        "when no host fits",
-    )
-    ex.add_argument(
-        "--flavor",
-        metavar="NAME|NAME:VCPUS:RAM_MB:DISK_GB[:key=val,...]",
-        help="a flavor of the API database by name or id, or one given whole, with extra "
-        "specs after the fourth colon",
-    )
-    ex.add_argument("--image-props", metavar="k=v,...", help="image properties (hw_architecture)")
-    ex.add_argument("--hints", metavar="k=v,...", help="scheduler hints (a key may repeat)")
-    ex.add_argument("--az", metavar="AZ", help="availability zone")
-    ex.add_argument(
-        "--num-instances", type=positive_int, metavar="N", help="instances asked (default 1)"
-    )
-    ex.add_argument("--project-id", metavar="ID", help="the project asking")
-    ex.add_argument(
-        "--request",
-        metavar="FILE",
-        help="a RequestSpec: nova's object primitive or the JSON form of docs/explain.md "
-        "(the other options are applied on top)",
-    )
-    ex.add_argument(
-        "--all-hosts",
-        action="store_true",
-        help="do not ask Placement: consider every compute node of the cell databases",
-    )
-    add_document_format(ex, text_alias=True)
-    ex.add_argument(
-        "--show", type=positive_int, default=10, metavar="N", help="text: host names per list"
-    )
-    ex.set_defaults(func=cmd_explain)
-
-    cap = sub.add_parser(
-        "capacity",
-        help="how many more instances of each flavor fit, per availability zone and "
-        "aggregate, by the scheduler's own filters and Placement (nothing is claimed), and "
-        "the capacity stranded per resource class",
-    )
-    cap.add_argument(
-        "--flavor",
-        action="append",
-        metavar="NAME",
-        help="a flavor by name or id (repeatable; default: every public, enabled flavor)",
-    )
-    cap.add_argument("--az", metavar="AZ", help="only this availability zone")
-    cap.add_argument("--aggregate", metavar="NAME", help="only the hosts of this aggregate")
-    cap.add_argument(
-        "--project-id",
-        metavar="ID",
-        help="the project asking (default: [capacity] project_id; unset: one no "
-        "tenant-isolated aggregate admits)",
-    )
-    cap.add_argument(
-        "--by-aggregate", action="store_true", help="text: a column per aggregate, not per AZ"
-    )
-    add_list_format(cap)
-    cap.add_argument(
-        "--allow-partial",
-        action="store_true",
-        help="exit 0 even when some cells could not be read (the figures say which are "
-        "missing; without this option the exit status is 3)",
-    )
-    cap.add_argument(
-        "--plot",
-        metavar="FILE.png",
-        help="also draw the capacity per flavor and AZ into FILE.png (needs matplotlib: pip "
-        "install 'novasched[plot]')",
-    )
-    cap.set_defaults(func=cmd_capacity)
+    explain_capacity.add_parsers(sub)
 
     chk = sub.add_parser(
         "check",
@@ -991,7 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except db.DatabaseError as exc:
         return _fail(str(exc), debug)
     except sa.exc.SQLAlchemyError as exc:
-        return _fail(f"database error: {_database_error(exc)}", debug)
+        return _fail(f"database error: {database_error(exc)}", debug)
     except BrokenPipeError:
         # the reader went away (``| head``): nothing left to say to it
         _silence_stdout()
