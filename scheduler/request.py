@@ -160,7 +160,8 @@ class SchedulingRequest(RequestSpec):
     deadline_seconds: float = math.inf
     use_view: bool = True  # False: ask Placement (a NoValidHost from the view, asked again)
     # who asks: "schedule" (nova's select_destinations), or a tool that reports its own
-    # failures ("capacity": a refused query is that tool's to log, not an ERROR of the service)
+    # failures ("capacity", "explain", "smallest_change": Placement's refusal or outage is
+    # that tool's to report, not an ERROR of the service)
     purpose: str = "schedule"
 
     scratch: Scratch = field(default_factory=Scratch)

@@ -87,7 +87,8 @@ class CandidateSource:
                             "placement_refused",
                         ) from exc
                     except PlacementError as exc:
-                        LOG.error("Failed to get allocation candidates from Placement: %s", exc)
+                        log = LOG.error if req.purpose == "schedule" else LOG.debug
+                        log("Failed to get allocation candidates from Placement: %s", exc)
                         raise NoValidHost(
                             f"Placement could not be asked for candidates: {exc}",
                             "placement_unreachable",

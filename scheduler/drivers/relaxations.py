@@ -127,7 +127,7 @@ def search(
     deadline = started + budget
     out = Search(placement_asked=not all_hosts)
     hosts_of = driver.all_hosts if all_hosts else driver.placement_hosts
-    base = driver.new_request(context, spec)
+    base = _request(driver, context, spec)
     try:
         hosts = hosts_of(base)
     except NoValidHost:
@@ -149,7 +149,7 @@ def search(
         # the disabled hosts through every other filter at once; each that passes is a
         # change of its own, the best weighed first
         out.tried += 1
-        req = driver.new_request(context, spec)
+        req = _request(driver, context, spec)
         req.scratch.allocation_candidates = dict(answered)
         step = driver.framework.step(req, enableable, 0, without="ComputeFilter")
         for host in step.hosts[:BEST_HOSTS]:
@@ -159,7 +159,7 @@ def search(
         if not in_time():
             break
         out.tried += 1
-        req = driver.new_request(context, variant)
+        req = _request(driver, context, variant)
         try:
             candidates = hosts_of(req)
         except NoValidHost:
@@ -208,7 +208,7 @@ def _smaller(driver: Any, context: Any, spec: RequestSpec, name: str, rc: str) -
         other_disk = (flavor.ephemeral_gb or 0) + -(-(flavor.swap or 0) // 1024)
     probe = copy.deepcopy(spec)
     setattr(probe.flavor, name, 1)
-    req = driver.new_request(context, probe)
+    req = _request(driver, context, probe)
     try:
         hosts = driver.placement_hosts(req)
     except NoValidHost:
@@ -226,7 +226,7 @@ def _smaller(driver: Any, context: Any, spec: RequestSpec, name: str, rc: str) -
         return None
     variant = copy.deepcopy(spec)
     setattr(variant.flavor, name, largest)
-    req = driver.new_request(context, variant)
+    req = _request(driver, context, variant)
     try:
         opened, best = _best(driver, req, driver.placement_hosts(req))
     except NoValidHost:
@@ -234,6 +234,14 @@ def _smaller(driver: Any, context: Any, spec: RequestSpec, name: str, rc: str) -
     if not best:
         return None
     return Relaxation("smaller", name, best, opened, amount=largest, asked=asked)
+
+
+def _request(driver: Any, context: Any, spec: RequestSpec) -> Any:
+    """A request of the search (its Placement failures are the search's to report: the
+    request it looks for a change of has logged them)."""
+    req = driver.new_request(context, spec)
+    req.purpose = "smallest_change"
+    return req
 
 
 def _enableable(driver: Any, report: Any) -> list[Any]:

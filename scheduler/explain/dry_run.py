@@ -85,6 +85,7 @@ def explain_request(
     started = time.perf_counter()
     summary = request_summary(spec)
     req = driver.new_request(context, spec)
+    req.purpose = "explain"  # a Placement failure is the document's to report
     if spec.is_rebuild:
         mode = "rebuild"
     elif all_hosts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import uuid
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -407,11 +408,20 @@ def test_empty_placement_answer_is_in_the_document_with_its_hint():
     assert doc["filters"] == [] and doc["pick"] is None
 
 
-def test_placement_error_is_reported_not_raised(fleet):
+def test_placement_error_is_reported_not_raised(fleet, caplog):
+    """Explain's document says Placement could not be asked; the service's ERROR line is
+    the service's own requests' (an operator running explain read it twice)."""
     fleet.placement.candidates_error = PlacementConnectionError("down")
-    doc = explain.explain_request(fleet.driver, CONTEXT, make_spec())
+    with caplog.at_level(logging.DEBUG, logger="scheduler.drivers.candidates"):
+        doc = explain.explain_request(fleet.driver, CONTEXT, make_spec())
     assert "Placement could not be asked" in doc["no_valid_host"]
     assert doc["placement"]["query"] is None
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    # a request of the service still logs it
+    with caplog.at_level(logging.ERROR, logger="scheduler.drivers.candidates"):
+        with pytest.raises(NoValidHost):
+            fleet.driver.select_destinations(CONTEXT, make_spec(), ["i-0"])
+    assert "Failed to get allocation candidates from Placement" in caplog.text
 
 
 def test_forced_host_skips_the_filters(fleet):
