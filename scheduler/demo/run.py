@@ -174,6 +174,7 @@ def _run(args: argparse.Namespace, state: Path) -> int:
         kept.configure(CONF, state, url)
         kept.write_nova_conf(state, CONF)
         kept.write_try_conf(state)
+        kept.write_placement_conf(state, placement_svc.conflict_retries)
         # oslo.messaging's in-process driver: the real RPC stack and wire encoding, no broker
         transport = rpc.get_transport(CONF, url="fake:/")
         service = SchedulerService(CONF, transport=transport)

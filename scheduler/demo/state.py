@@ -6,6 +6,8 @@ gets:
 * ``nova.conf``, which every ``novasched-manage`` command takes as it is (absolute paths,
   the demo's settings, Placement's database for the provider view);
 * ``try.conf``, a what-if for ``replay`` (pack by RAM instead of spreading);
+* ``placement.conf``, Placement's own settings as the demo's Placement runs them, for
+  ``check --placement-config-file``;
 * a way to bring its Placement back: ``novasched-manage demo --state-dir DIR
   --serve-placement`` serves Placement's database on the address nova.conf names, until
   interrupted (``check`` asks it, and a "fits nowhere" of explain or capacity is Placement's
@@ -34,6 +36,7 @@ PLACEMENT_DB = "placement.sqlite"
 RECORDS_DB = "novasched-decisions.sqlite"
 NOVA_CONF = "nova.conf"
 TRY_CONF = "try.conf"
+PLACEMENT_CONF = "placement.conf"
 # the scheduler's main database ([database] connection: its own services row), as in a
 # one-cell nova
 MAIN_CELL = 1
@@ -182,6 +185,27 @@ def write_try_conf(state: Path) -> Path:
     return path
 
 
+def write_placement_conf(state: Path, conflict_retries: int) -> Path:
+    """Write DIR/placement.conf: Placement's own settings as the demo's Placement runs them
+    (also when served again), for ``check --placement-config-file``."""
+    path = state / PLACEMENT_CONF
+    nova_conf = shlex.quote(str(state / NOVA_CONF))
+    lines = [
+        "# Placement's configuration, as the demo's Placement runs (and --serve-placement).",
+        f"#   novasched-manage --config-file {nova_conf} check \\",
+        f"#       --placement-config-file {shlex.quote(str(path))}",
+        "[api]",
+        "auth_strategy = noauth2",
+        "[placement_database]",
+        f"connection = {_value(sqlite_url(state / PLACEMENT_DB))}",
+        "[placement]",
+        f"allocation_conflict_retry_count = {int(conflict_retries)}",
+        "",
+    ]
+    path.write_text("\n".join(lines))
+    return path
+
+
 def _value(value: Any) -> str:
     """An option's value as nova.conf writes it ($ escaped: oslo.config substitutes $name)."""
     if isinstance(value, bool):
@@ -200,6 +224,7 @@ def next_steps(state: Path, manage: str, request_id: str | None = None) -> str:
     """The commands to try on the demo's cloud, DIR filled in."""
     conf = f"{manage} --config-file {shlex.quote(str(state / NOVA_CONF))}"
     try_conf = shlex.quote(str(state / TRY_CONF))
+    placement_conf = shlex.quote(str(state / PLACEMENT_CONF))
     show = request_id or "REQUEST_ID"
     return "\n".join(
         [
@@ -222,7 +247,7 @@ def next_steps(state: Path, manage: str, request_id: str | None = None) -> str:
             "check asks Placement's API, and a flavor that fits nowhere is Placement's to say:",
             "serve the demo's Placement for those, in another terminal (Ctrl-C stops it):",
             f"  {manage} demo --state-dir {shlex.quote(str(state))} --serve-placement",
-            f"  {conf} check",
+            f"  {conf} check --placement-config-file {placement_conf}",
         ]
     )
 

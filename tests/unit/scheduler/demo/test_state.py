@@ -115,5 +115,7 @@ def test_the_next_steps_name_the_directory_quoted_for_a_shell(state):
         f"novasched-manage demo --state-dir {shlex.quote(str(state))} --serve-placement",
         f"novasched-manage --config-file {conf} replay --what-if "
         f"{shlex.quote(str(state / 'try.conf'))}",
+        f"novasched-manage --config-file {conf} check --placement-config-file "
+        f"{shlex.quote(str(state / 'placement.conf'))}",
     ]:
         assert f"  {line}\n" in text + "\n", line
