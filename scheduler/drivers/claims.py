@@ -158,6 +158,9 @@ class Claimer:
         self.view_refresher = view_refresher
         self.view = view_refresher.view if view_refresher is not None else None
         self.conf = conf if conf is not None else CONF
+        # one Placement call's timeout ([placement] timeout, as the client is built with):
+        # the longest a claim waits for another claim of its host
+        self._call_timeout = float(self.conf.placement.timeout or 30.0)
         self._clock = clock
         self.deferred_deletes = DeferredDeletes(placement)
         self.locks = ClaimLocks()
@@ -365,8 +368,7 @@ class Claimer:
     def _wait(self, req: SchedulingRequest) -> float:
         """How long a claim may wait for another claim of the same host: at most one
         Placement call's timeout, and never past the request's deadline."""
-        wait = float(getattr(self.placement, "timeout", None) or 30.0)
-        return max(0.0, min(wait, req.deadline - self._clock()))
+        return max(0.0, min(self._call_timeout, req.deadline - self._clock()))
 
     def assume(self, instance_uuid: str, alloc_req: AllocationRequest) -> None:
         """Count a claim Placement took in the provider view at once."""
