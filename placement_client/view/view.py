@@ -752,6 +752,8 @@ class ProviderView:
                 return np.zeros(0, dtype=np.int64)
             fits = column.fits(rows, n)
             ok = fits if ok is None else ok & fits
+        if ok is None:  # (no amount and no pool: every slot)
+            ok = np.ones(n_slots, dtype=bool)
         for trait in group.forbidden_traits | query.root_forbidden:
             ok &= ~self.mask("t", trait)
         for agg in group.forbidden_aggregates:
