@@ -70,11 +70,9 @@ def top_weighed(ranked: Ranked, weighers: Sequence[Any]) -> list[dict[str, Any]]
                 part[name] = {"raw": None, "normalized": None, "share": None}
                 continue
             raw, multiplier = share.raws[i], share.multipliers[i]
-            part[name] = entry = sections.weigher_part(
+            part[name] = sections.weigher_part(
                 raw, _normalized(raw, share.low, share.high, minval, maxval), multiplier
             )
-            if entry["share"] is not None:
-                entry["share"] += 0.0  # -0.0 (a negative multiplier times 0) as 0.0
     return [
         sections.weighed_host(h, w, part) for h, w, part in zip(best, weights, parts, strict=False)
     ]

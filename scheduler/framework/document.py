@@ -93,12 +93,13 @@ def weighed_host(
 
 
 def weigher_part(raw: Any, normalized: float | None, multiplier: float) -> dict[str, Any]:
-    """One weigher's part in a host's weight (None where it could not be normalised)."""
+    """One weigher's part in a host's weight (None where it could not be normalised); a
+    negative multiplier times 0 is a share of 0.0, not -0.0."""
     return {
         "raw": _number(raw),
-        "normalized": None if normalized is None else round(normalized, 6),
+        "normalized": None if normalized is None else round(normalized, 6) + 0.0,
         "multiplier": multiplier,
-        "share": None if normalized is None else round(multiplier * normalized, 6),
+        "share": None if normalized is None else round(multiplier * normalized, 6) + 0.0,
     }
 
 

@@ -408,6 +408,15 @@ def test_empty_placement_answer_is_in_the_document_with_its_hint():
     assert doc["filters"] == [] and doc["pick"] is None
 
 
+def test_explains_weigher_shares_are_never_negative_zero(fleet):
+    """BuildFailureWeigher's multiplier is negative: times a normalised 0 it is -0.0; explain's
+    JSON writes 0.0, as the decision record does."""
+    doc = explain.explain_request(fleet.driver, CONTEXT, make_spec())
+    parts = [p for h in doc["weighed"] for p in h["weighers"].values()]
+    assert any(p.get("multiplier", 0) < 0 and p.get("share") == 0 for p in parts)
+    assert "-0.0" not in json.dumps(doc["weighed"])
+
+
 def test_placement_error_is_reported_not_raised(fleet, caplog):
     """Explain's document says Placement could not be asked; the service's ERROR line is
     the service's own requests' (an operator running explain read it twice)."""
