@@ -179,6 +179,7 @@ class SchedulingRequest(RequestSpec):
         deadline_seconds: float = math.inf,
         deadline: float | None = None,
         retry_of: SchedulingRequest | None = None,
+        purpose: str = "schedule",
     ) -> SchedulingRequest:
         """A request for ``spec``; ``project_id``/``user_id`` (the caller's context) stand in
         for the spec's own when it has none. Its deadline is ``deadline``, else
@@ -206,6 +207,7 @@ class SchedulingRequest(RequestSpec):
             deadline=deadline,
             deadline_seconds=deadline_seconds,
             use_view=use_view,
+            purpose=purpose,
             trace=trace,
         )
 

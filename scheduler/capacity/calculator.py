@@ -124,8 +124,7 @@ class CapacityCalculator:
     def flavor(self, flavor: Flavor) -> FlavorCapacity:
         started = time.perf_counter()
         out = FlavorCapacity(flavor=flavor.name or flavor.flavorid or "?", total=0)
-        req = self.driver.new_request(self._context(), self._spec(flavor))
-        req.purpose = "capacity"
+        req = self.driver.new_request(self._context(), self._spec(flavor), purpose="capacity")
         fits: list[tuple[HostState, int | None]] = []
         summaries: dict[str, dict[str, Any]] = {}
         try:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import configparser
 import enum
-import json
 import os
 import re
 import textwrap
@@ -1095,11 +1094,6 @@ def document(results: Sequence[CheckResult]) -> dict[str, Any]:
         "exit_status": code,
         "checks": [r.to_dict() for r in results],
     }
-
-
-def render_json(results: Sequence[CheckResult]) -> str:
-    """The results as JSON (``document``)."""
-    return json.dumps(document(results), indent=2)
 
 
 # the columns of ``-f csv|value`` and ``-c``: one row per check, the remedy in its own column

@@ -41,6 +41,7 @@ from scheduler.cmd import (
     positive_int,
     text_table,
 )
+from scheduler.cmd.common import PROG
 from scheduler.conf import CONF
 from scheduler.records.record import OUTCOMES, DecisionRecord, utcnow
 
@@ -52,7 +53,6 @@ sa = LazyModule("sqlalchemy")
 _recorder = LazyModule("scheduler.records.recorder")
 _store = LazyModule("scheduler.records.store")
 
-PROG = "novasched-manage"
 NOT_FOUND = 2
 WIDTH = 100  # text output wraps at this column
 LIST_LIMIT = 50

@@ -272,12 +272,18 @@ class FilterScheduler:
 
     # -- the steps (public: explain runs them too) -------------------------------------------
     def new_request(
-        self, context: Any, spec: RequestSpec, *, retry_of: SchedulingRequest | None = None
+        self,
+        context: Any,
+        spec: RequestSpec,
+        *,
+        retry_of: SchedulingRequest | None = None,
+        purpose: str = "schedule",
     ) -> SchedulingRequest:
         """The request's own state for ``spec``; the spec itself is never changed. Its
         deadline starts now: the smaller of ``[DEFAULT] long_rpc_timeout`` (the caller's
         wait) and ``[scheduler] request_deadline`` (0: none). ``retry_of``: the attempt
-        whose NoValidHost Placement is asked about again (its deadline holds)."""
+        whose NoValidHost Placement is asked about again (its deadline holds); ``purpose``:
+        who asks (``SchedulingRequest.purpose``)."""
         req = SchedulingRequest.of(
             spec,
             request_id=getattr(context, "request_id", None),
@@ -286,6 +292,7 @@ class FilterScheduler:
             arrived_at=_clock(),
             deadline_seconds=deadline_seconds(self.conf),
             retry_of=retry_of,
+            purpose=retry_of.purpose if retry_of is not None else purpose,
         )
         if self.recorder is not None:
             req.trace.weighed = {}

@@ -41,6 +41,9 @@ from scheduler.hosts.table import service_is_up
 from scheduler.objects import RequestSpec
 
 LOG = logging.getLogger(__name__)
+# the search's requests: their Placement failures are the search's to report (the request it
+# looks for a change of has logged them)
+SEARCH = "smallest_change"
 
 # seconds the search may take; the hosts named per change
 BUDGET_SECONDS = 2.0
@@ -127,7 +130,7 @@ def search(
     deadline = started + budget
     out = Search(placement_asked=not all_hosts)
     hosts_of = driver.all_hosts if all_hosts else driver.placement_hosts
-    base = _request(driver, context, spec)
+    base = driver.new_request(context, spec, purpose=SEARCH)
     try:
         hosts = hosts_of(base)
     except NoValidHost:
@@ -149,7 +152,7 @@ def search(
         # the disabled hosts through every other filter at once; each that passes is a
         # change of its own, the best weighed first
         out.tried += 1
-        req = _request(driver, context, spec)
+        req = driver.new_request(context, spec, purpose=SEARCH)
         req.scratch.allocation_candidates = dict(answered)
         step = driver.framework.step(req, enableable, 0, without="ComputeFilter")
         for host in step.hosts[:BEST_HOSTS]:
@@ -159,7 +162,7 @@ def search(
         if not in_time():
             break
         out.tried += 1
-        req = _request(driver, context, variant)
+        req = driver.new_request(context, variant, purpose=SEARCH)
         try:
             candidates = hosts_of(req)
         except NoValidHost:
@@ -208,7 +211,7 @@ def _smaller(driver: Any, context: Any, spec: RequestSpec, name: str, rc: str) -
         other_disk = (flavor.ephemeral_gb or 0) + -(-(flavor.swap or 0) // 1024)
     probe = copy.deepcopy(spec)
     setattr(probe.flavor, name, 1)
-    req = _request(driver, context, probe)
+    req = driver.new_request(context, probe, purpose=SEARCH)
     try:
         hosts = driver.placement_hosts(req)
     except NoValidHost:
@@ -226,7 +229,7 @@ def _smaller(driver: Any, context: Any, spec: RequestSpec, name: str, rc: str) -
         return None
     variant = copy.deepcopy(spec)
     setattr(variant.flavor, name, largest)
-    req = _request(driver, context, variant)
+    req = driver.new_request(context, variant, purpose=SEARCH)
     try:
         opened, best = _best(driver, req, driver.placement_hosts(req))
     except NoValidHost:
@@ -234,14 +237,6 @@ def _smaller(driver: Any, context: Any, spec: RequestSpec, name: str, rc: str) -
     if not best:
         return None
     return Relaxation("smaller", name, best, opened, amount=largest, asked=asked)
-
-
-def _request(driver: Any, context: Any, spec: RequestSpec) -> Any:
-    """A request of the search (its Placement failures are the search's to report: the
-    request it looks for a change of has logged them)."""
-    req = driver.new_request(context, spec)
-    req.purpose = "smallest_change"
-    return req
 
 
 def _enableable(driver: Any, report: Any) -> list[Any]:

@@ -84,8 +84,8 @@ def explain_request(
     InvalidRequest (a malformed request) is raised. ``spec`` is not changed."""
     started = time.perf_counter()
     summary = request_summary(spec)
-    req = driver.new_request(context, spec)
-    req.purpose = "explain"  # a Placement failure is the document's to report
+    # a Placement failure is the document's to report
+    req = driver.new_request(context, spec, purpose="explain")
     if spec.is_rebuild:
         mode = "rebuild"
     elif all_hosts:

@@ -95,12 +95,21 @@ def test_a_boot_is_recorded_with_why_it_landed_there(cloud, tmp_path):
     assert text.returncode == 0 and rec["hosts"][0] in text.stdout
 
 
-def test_a_no_valid_host_is_recorded_with_its_reason(cloud, tmp_path):
+def _refused_boot(cloud, flavor_name: str) -> str:
+    """Boot one instance of a flavor no host has the RAM for (64 TB): NoValidHost. Returns
+    the instance's uuid."""
     uuid = str(uuidlib.uuid4())
-    huge = Flavor(name="huge", flavorid="h", vcpus=1, memory_mb=64 * 1024 * 1024, root_gb=1)
+    huge = Flavor(
+        name=flavor_name, flavorid=flavor_name, vcpus=1, memory_mb=64 * 1024 * 1024, root_gb=1
+    )
     spec = RequestSpec(flavor=huge, num_instances=1, project_id=PROJECT, user_id=USER)
     with pytest.raises(NoValidHost):
         cloud.client.select_destinations(_ctx(), spec, [uuid], return_objects=True)
+    return uuid
+
+
+def test_a_no_valid_host_is_recorded_with_its_reason(cloud, tmp_path):
+    uuid = _refused_boot(cloud, "huge")
     (rec,) = _show(tmp_path, uuid)
     assert rec["outcome"] == "no_valid_host" and rec["hosts"] == []
     assert "MEMORY_MB" in rec["document"]["reason"]
@@ -140,11 +149,7 @@ def test_why_not_a_host_and_the_decisions_that_found_no_host(cloud, tmp_path):
     assert answer["verdict"] == "chosen" and answer["rank"] >= 1
     assert f"{chosen}: chosen for instance 1 passed every filter: weighed #" in text
 
-    refused_uuid = str(uuidlib.uuid4())
-    huge = Flavor(name="huge-why", flavorid="w", vcpus=1, memory_mb=64 * 1024 * 1024, root_gb=1)
-    refused = RequestSpec(flavor=huge, num_instances=1, project_id=PROJECT, user_id=USER)
-    with pytest.raises(NoValidHost):
-        cloud.client.select_destinations(_ctx(), refused, [refused_uuid], return_objects=True)
+    refused_uuid = _refused_boot(cloud, "huge-why")
     (nvh,) = _show(tmp_path, refused_uuid)
     listed = _manage(tmp_path, "decision", "list", "--outcome", "no_valid_host", "--json")
     assert listed.returncode == 0, listed.stderr

@@ -86,7 +86,8 @@ def test_table_has_a_row_per_check_and_remedies_only_when_not_ok():
 
 def test_json_document():
     results = [CheckResult.ok("A", "x"), CheckResult.warning("B", "y", "z")]
-    doc = json.loads(check.render_json(results))
+    as_json = types.SimpleNamespace(format="json", column=None, json=False)
+    doc = json.loads(check.emit(results, as_json))
     assert doc == {
         "status": "WARNING",
         "exit_status": 1,

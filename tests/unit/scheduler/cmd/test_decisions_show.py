@@ -11,16 +11,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from scheduler.cmd import decisions, manage
+from scheduler.cmd import decisions
 from scheduler.drivers import decisions as driver_decisions
 from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import ImageMeta
 from scheduler.records import DecisionRecord, DecisionStore
 from scheduler.records.record import decode_document, encode_document
+from tests.unit.scheduler.cmd.builders import run_manage
 from tests.unit.scheduler.drivers.fakes import (
     FakeHostManager,
     FakePlacement,
+    ListRecorder,
     make_host,
     make_spec,
 )
@@ -28,15 +30,6 @@ from tests.unit.scheduler.records.builders import make_record
 
 UUID = "5b7c0e2a-1111-4f6e-9d43-2b1a4c3e0a01"
 NEGATIVE_ZERO = re.compile(r"(?<![\w.])-0(?![.\d])")
-
-
-class ListRecorder:
-    def __init__(self):
-        self.records = []
-
-    def record(self, rec):
-        self.records.append(rec)
-        return True
 
 
 def _fleet() -> list:
@@ -376,14 +369,8 @@ def filled(tmp_path):
     return ["--config-file", str(conf)]
 
 
-def _run(capsys, *argv):
-    rc = manage.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_show_host_answers_for_each_decision_of_an_upper_case_instance_uuid(filled, capsys):
-    rc, out, err = _run(capsys, *filled, "decision", "show", UUID.upper(), "--host", "gone")
+    rc, out, err = run_manage(capsys, *filled, "decision", "show", UUID.upper(), "--host", "gone")
     assert rc == 0 and err == ""
     newest, oldest = out.split("\n\n")
     assert newest.startswith("Decision 2 at ") and "request req-a, scheduled on big" in newest
@@ -399,7 +386,7 @@ def test_show_host_answers_for_each_decision_of_an_upper_case_instance_uuid(fill
 
 
 def test_show_host_as_json(filled, capsys):
-    rc, out, _ = _run(capsys, *filled, "decision", "show", "req-a", "--host", "mid", "--json")
+    rc, out, _ = run_manage(capsys, *filled, "decision", "show", "req-a", "--host", "mid", "--json")
     assert rc == 0
     [answer] = json.loads(out)
     assert answer["request_id"] == "req-a" and answer["host"] == "mid"
@@ -410,7 +397,7 @@ def test_show_host_as_json(filled, capsys):
 
 def test_list_by_outcome_project_and_flavor(filled, capsys):
     def listed(*argv):
-        rc, out, err = _run(capsys, *filled, "decision", "list", *argv, "--json")
+        rc, out, err = run_manage(capsys, *filled, "decision", "list", *argv, "--json")
         assert rc in (0, 2), err
         return [r["request_id"] for r in json.loads(out)]
 
@@ -426,8 +413,10 @@ def test_list_by_outcome_project_and_flavor(filled, capsys):
 
 
 def test_list_says_what_it_filtered_on_when_nothing_matched(filled, capsys):
-    rc, out, err = _run(capsys, *filled, "decision", "list", "--outcome", "error", "--flavor", "x")
+    rc, out, err = run_manage(
+        capsys, *filled, "decision", "list", "--outcome", "error", "--flavor", "x"
+    )
     assert (rc, out) == (2, "")
     assert err == "novasched-manage: no decision recorded with outcome error of flavor x\n"
-    rc, out, err = _run(capsys, *filled, "decision", "list", "--outcome", "refused")
+    rc, out, err = run_manage(capsys, *filled, "decision", "list", "--outcome", "refused")
     assert rc == 1 and "argument --outcome: invalid choice: 'refused'" in err

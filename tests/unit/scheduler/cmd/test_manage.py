@@ -9,6 +9,7 @@ import pytest
 
 import db
 from scheduler.cmd import manage
+from tests.unit.scheduler.cmd.builders import run_manage
 
 
 @pytest.fixture
@@ -24,19 +25,13 @@ def conf(tmp_path):
     db.dispose_engines()
 
 
-def _run(capsys, *argv):
-    rc = manage.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_db_sync_then_cells_then_fleet_then_host_list(conf, capsys):
     tmp, cfg = conf
-    assert _run(capsys, *cfg, "db", "sync")[0] == 0
-    rc, out, _ = _run(capsys, *cfg, "cell", "create", "--name", "cell1")
+    assert run_manage(capsys, *cfg, "db", "sync")[0] == 0
+    rc, out, _ = run_manage(capsys, *cfg, "cell", "create", "--name", "cell1")
     assert rc == 0
     cell1_uuid = out.strip().splitlines()[-1]
-    rc, out, _ = _run(
+    rc, out, _ = run_manage(
         capsys,
         *cfg,
         "cell",
@@ -54,14 +49,14 @@ def test_db_sync_then_cells_then_fleet_then_host_list(conf, capsys):
     assert cells["cell0"]["uuid"] == db.CELL0_UUID
     assert cells["cell0"]["database_connection"] == f"sqlite:///{tmp}/cell1_cell0.db"
     assert cells["cell1"]["uuid"] == cell1_uuid and cells["cell2"]["disabled"] is True
-    rc, out, _ = _run(capsys, *cfg, "cell", "list")
+    rc, out, _ = run_manage(capsys, *cfg, "cell", "list")
     assert rc == 0 and "cell2" in out and cell1_uuid in out
 
     # db sync is idempotent and reaches every cell
-    rc, out, _ = _run(capsys, *cfg, "db", "sync")
+    rc, out, _ = run_manage(capsys, *cfg, "db", "sync")
     assert rc == 0 and "cell2.db" in out and "cell1_cell0.db" in out
 
-    rc, out, err = _run(
+    rc, out, err = run_manage(
         capsys,
         *cfg,
         "fleet",
@@ -81,14 +76,14 @@ def test_db_sync_then_cells_then_fleet_then_host_list(conf, capsys):
     assert len(db.get_compute_nodes(cell1)) == 12
     assert {a["name"] for a in db.get_aggregates(api)} >= {"east", "west"}
 
-    rc, out, _ = _run(capsys, *cfg, "host", "list", "--cell", "cell1")
+    rc, out, _ = run_manage(capsys, *cfg, "host", "list", "--cell", "cell1")
     assert rc == 0
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["host", "node", "cell"]
     assert out.count("disabled") == 3 and "12 hosts" in out
     assert "east" in out and "west" in out
 
-    rc, out, _ = _run(capsys, *cfg, "fleet", "heartbeat")
+    rc, out, _ = run_manage(capsys, *cfg, "fleet", "heartbeat")
     assert rc == 0 and "nova-compute services" in out
 
 
@@ -107,9 +102,9 @@ def test_db_sync_then_cells_then_fleet_then_host_list(conf, capsys):
 )
 def test_bad_input_is_one_line_error_and_nonzero(conf, capsys, argv, message):
     _tmp, cfg = conf
-    assert _run(capsys, *cfg, "db", "sync")[0] == 0
-    assert _run(capsys, *cfg, "cell", "create", "--name", "cell1")[0] == 0
-    rc, _out, err = _run(capsys, *cfg, *argv)
+    assert run_manage(capsys, *cfg, "db", "sync")[0] == 0
+    assert run_manage(capsys, *cfg, "cell", "create", "--name", "cell1")[0] == 0
+    rc, _out, err = run_manage(capsys, *cfg, *argv)
     assert rc != 0
     assert len(err.strip().splitlines()) == 1 and message in err
     assert "Traceback" not in err
@@ -117,35 +112,35 @@ def test_bad_input_is_one_line_error_and_nonzero(conf, capsys, argv, message):
 
 def test_fleet_load_without_cells_says_what_to_do(conf, capsys):
     _tmp, cfg = conf
-    rc, _out, err = _run(capsys, *cfg, "fleet", "load", "--hosts", "2", "--no-placement")
+    rc, _out, err = run_manage(capsys, *cfg, "fleet", "load", "--hosts", "2", "--no-placement")
     assert rc != 0 and "db sync" in err
-    _run(capsys, *cfg, "db", "sync")
-    rc, _out, err = _run(capsys, *cfg, "fleet", "load", "--hosts", "2", "--no-placement")
+    run_manage(capsys, *cfg, "db", "sync")
+    rc, _out, err = run_manage(capsys, *cfg, "fleet", "load", "--hosts", "2", "--no-placement")
     assert rc != 0 and "cell create" in err
 
 
 def test_missing_config_file_and_missing_api_database(tmp_path, capsys):
-    rc, _out, err = _run(capsys, "--config-file", str(tmp_path / "none.conf"), "cell", "list")
+    rc, _out, err = run_manage(capsys, "--config-file", str(tmp_path / "none.conf"), "cell", "list")
     assert rc != 0 and "not found" in err
     empty = tmp_path / "empty.conf"
     empty.write_text("[DEFAULT]\n")
-    rc, _out, err = _run(capsys, "--config-file", str(empty), "db", "sync")
+    rc, _out, err = run_manage(capsys, "--config-file", str(empty), "db", "sync")
     assert rc != 0 and "[api_database] connection" in err
 
 
 def test_unreachable_database_is_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.conf"
     bad.write_text(f"[api_database]\nconnection = sqlite:///{tmp_path}/no/such/dir/api.db\n")
-    rc, _out, err = _run(capsys, "--config-file", str(bad), "db", "sync")
+    rc, _out, err = run_manage(capsys, "--config-file", str(bad), "db", "sync")
     assert rc != 0 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_duplicate_fleet_is_refused(conf, capsys):
     _tmp, cfg = conf
-    _run(capsys, *cfg, "db", "sync")
-    _run(capsys, *cfg, "cell", "create", "--name", "cell1")
-    assert _run(capsys, *cfg, "fleet", "load", "--hosts", "2", "--no-placement")[0] == 0
-    rc, _out, err = _run(capsys, *cfg, "fleet", "load", "--hosts", "2", "--no-placement")
+    run_manage(capsys, *cfg, "db", "sync")
+    run_manage(capsys, *cfg, "cell", "create", "--name", "cell1")
+    assert run_manage(capsys, *cfg, "fleet", "load", "--hosts", "2", "--no-placement")[0] == 0
+    rc, _out, err = run_manage(capsys, *cfg, "fleet", "load", "--hosts", "2", "--no-placement")
     assert rc != 0 and "already exist" in err
 
 

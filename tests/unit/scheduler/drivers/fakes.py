@@ -337,3 +337,14 @@ def provider_record(host, *, vcpus=8, ram_mb=8192, disk_gb=100, used=None, consu
         used=dict(used or {}),
         consumers=frozenset(consumers),
     )
+
+
+class ListRecorder:
+    """A decision recorder that keeps the records it is handed, in a list."""
+
+    def __init__(self):
+        self.records = []
+
+    def record(self, rec):
+        self.records.append(rec)
+        return True

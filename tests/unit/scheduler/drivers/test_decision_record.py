@@ -18,19 +18,11 @@ from tests.unit.scheduler.drivers.fakes import (
     CONTEXT,
     FakeHostManager,
     FakePlacement,
+    ListRecorder,
     make_host,
     make_spec,
 )
 from weighers import BaseHostWeigher
-
-
-class ListRecorder:
-    def __init__(self):
-        self.records = []
-
-    def record(self, rec):
-        self.records.append(rec)
-        return True
 
 
 def _stored(rec):

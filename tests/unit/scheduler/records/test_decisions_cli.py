@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from scheduler.cmd import decisions, manage
+from scheduler.cmd import decisions
 from scheduler.records import DecisionStore
 from scheduler.records.record import utcnow
+from tests.unit.scheduler.cmd.builders import run_manage
 from tests.unit.scheduler.records.builders import make_record
 
 UUID = "6f0d6c3e-1111-4f6e-9d43-2b1a4c3e0a01"
@@ -67,14 +68,8 @@ def filled(tmp_path):
     return ["--config-file", str(conf)]
 
 
-def _run(capsys, *argv):
-    rc = manage.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_show_prints_every_decision_of_an_instance_newest_first(filled, capsys):
-    rc, out, err = _run(capsys, *filled, "decision", "show", UUID)
+    rc, out, err = run_manage(capsys, *filled, "decision", "show", UUID)
     assert rc == 0 and err == ""
     first, second = out.split("\n\n")
     assert first.startswith("Decision 2 at ")
@@ -103,7 +98,7 @@ def test_show_prints_every_decision_of_an_instance_newest_first(filled, capsys):
 
 
 def test_show_by_request_id_and_as_json(filled, capsys):
-    rc, out, _ = _run(capsys, *filled, "decision", "show", "req-1", "--json")
+    rc, out, _ = run_manage(capsys, *filled, "decision", "show", "req-1", "--json")
     assert rc == 0
     [record] = json.loads(out)
     assert record["request_id"] == "req-1" and record["outcome"] == "scheduled"
@@ -114,15 +109,15 @@ def test_show_by_request_id_and_as_json(filled, capsys):
 
 
 def test_show_of_nothing_is_exit_status_2(filled, capsys):
-    rc, out, err = _run(capsys, *filled, "decision", "show", "req-404")
+    rc, out, err = run_manage(capsys, *filled, "decision", "show", "req-404")
     assert (rc, out) == (2, "")
     assert err == "novasched-manage: no decision recorded for instance or request req-404\n"
-    rc, out, _ = _run(capsys, *filled, "decision", "show", "req-404", "--json")
+    rc, out, _ = run_manage(capsys, *filled, "decision", "show", "req-404", "--json")
     assert rc == 2 and json.loads(out) == []
 
 
 def test_list_prints_a_line_per_decision_newest_first(filled, capsys):
-    rc, out, err = _run(capsys, *filled, "decision", "list")
+    rc, out, err = run_manage(capsys, *filled, "decision", "list")
     assert rc == 0 and err == ""
     header, rule, *rows, total = out.splitlines()
     assert header.split() == ["time", "(UTC)", "request", "id", "outcome", "instances", "hosts"]
@@ -133,18 +128,20 @@ def test_list_prints_a_line_per_decision_newest_first(filled, capsys):
 
 
 def test_list_by_host_since_until_and_limit(filled, capsys):
-    rc, out, _ = _run(capsys, *filled, "decision", "list", "--host", "compute-7", "--json")
+    rc, out, _ = run_manage(capsys, *filled, "decision", "list", "--host", "compute-7", "--json")
     assert rc == 0 and [r["request_id"] for r in json.loads(out)] == ["req-3", "req-1"]
-    rc, out, _ = _run(capsys, *filled, "decision", "list", "--since", "2h", "--json")
+    rc, out, _ = run_manage(capsys, *filled, "decision", "list", "--since", "2h", "--json")
     assert [r["request_id"] for r in json.loads(out)] == ["req-3", "req-2"]
     until = (utcnow() - timedelta(minutes=30)).isoformat(timespec="minutes")
-    rc, out, _ = _run(capsys, *filled, "decision", "list", "--until", until, "--json")
+    rc, out, _ = run_manage(capsys, *filled, "decision", "list", "--until", until, "--json")
     assert [r["request_id"] for r in json.loads(out)] == ["req-2", "req-1"]
-    rc, out, _ = _run(capsys, *filled, "decision", "list", "--limit", "1")
+    rc, out, _ = run_manage(capsys, *filled, "decision", "list", "--limit", "1")
     assert rc == 0 and out.splitlines()[-1] == "1 decision(s); there may be more: raise --limit"
-    rc, out, err = _run(capsys, *filled, "decision", "list", "--host", "compute-7", "--since", "2h")
+    rc, out, err = run_manage(
+        capsys, *filled, "decision", "list", "--host", "compute-7", "--since", "2h"
+    )
     assert rc == 0 and len(out.splitlines()) == 4
-    rc, out, err = _run(capsys, *filled, "decision", "list", "--host", "compute-99")
+    rc, out, err = run_manage(capsys, *filled, "decision", "list", "--host", "compute-99")
     assert (rc, out) == (2, "")
     assert err == "novasched-manage: no decision recorded on host compute-99\n"
 
@@ -152,7 +149,7 @@ def test_list_by_host_since_until_and_limit(filled, capsys):
 def test_a_missing_store_is_an_error_and_is_not_created(tmp_path, capsys):
     conf = tmp_path / "nova.conf"
     conf.write_text(f"[DEFAULT]\nstate_path = {tmp_path}\n")
-    rc, out, err = _run(capsys, "--config-file", str(conf), "decision", "list")
+    rc, out, err = run_manage(capsys, "--config-file", str(conf), "decision", "list")
     assert (rc, out) == (1, "")
     assert err == (
         "novasched-manage: error: cannot read the decision records at "
@@ -165,7 +162,7 @@ def test_a_missing_store_is_an_error_and_is_not_created(tmp_path, capsys):
 
 def test_a_store_that_fails_to_read_is_one_line(filled, tmp_path, capsys):
     (tmp_path / "novasched-decisions.sqlite").write_bytes(b"not a database" * 100)
-    rc, out, err = _run(capsys, *filled, "decision", "show", UUID)
+    rc, out, err = run_manage(capsys, *filled, "decision", "show", UUID)
     assert rc == 1 and out == ""
     assert err.startswith("novasched-manage: error: cannot read the decision records at ")
     assert "file is not a database" in err and "Traceback" not in err
@@ -175,7 +172,7 @@ def test_a_store_that_fails_to_read_is_one_line(filled, tmp_path, capsys):
 def test_the_connection_option_names_the_store(tmp_path, capsys):
     conf = tmp_path / "nova.conf"
     conf.write_text("[decision_records]\nconnection = mysql+pymysql://nova:pw@127.0.0.1:1/x\n")
-    rc, _, err = _run(capsys, "--config-file", str(conf), "decision", "list")
+    rc, _, err = run_manage(capsys, "--config-file", str(conf), "decision", "list")
     assert rc == 1
     assert "at mysql+pymysql://nova:***@127.0.0.1:1/x: " in err and "pw" not in err
     assert err.rstrip().endswith("Check [decision_records] connection")
@@ -191,13 +188,13 @@ def test_the_connection_option_names_the_store(tmp_path, capsys):
     ],
 )
 def test_bad_arguments_are_one_line_errors(filled, capsys, argv, message):
-    rc, out, err = _run(capsys, *filled, "decision", *argv)
+    rc, out, err = run_manage(capsys, *filled, "decision", *argv)
     assert rc == 1 and out == ""
     assert err.startswith("novasched-manage: error: ") and message in err
 
 
 def test_since_after_until_is_an_error(filled, capsys):
-    rc, _, err = _run(capsys, *filled, "decision", "list", "--since", "1h", "--until", "2h")
+    rc, _, err = run_manage(capsys, *filled, "decision", "list", "--since", "1h", "--until", "2h")
     assert rc == 1 and err == "novasched-manage: error: --since is after --until\n"
 
 
