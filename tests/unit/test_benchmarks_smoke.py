@@ -298,8 +298,10 @@ def test_target_lines_show_the_direction_and_the_number_before():
 def test_e2e_sizes_and_sources():
     assert run.sizes_for("e2e", None, False) == [100, 1_000, 5_000, 10_000]
     assert run.sizes_for("e2e", None, True) == [100]
-    assert e2e.sources_for(1_000) == ["placement", "view", "view-stale", "view-api"]
-    assert e2e.sources_for(5_000) == ["placement", "view", "view-stale"]
+    assert e2e.sources_for(1_000) == ["placement", "view", "view-stale", "view-api", "nova34"]
+    assert e2e.sources_for(5_000) == ["placement", "view", "view-stale", "nova34"]
+    # nova 34 where the targets compare with it, not at 10k (seconds per request)
+    assert e2e.sources_for(10_000) == ["placement", "view", "view-stale"]
     assert e2e.VIEW_FEEDS == {
         "placement": "none",
         "view": "database",
@@ -325,6 +327,40 @@ def test_e2e_split_tells_the_view_from_placement():
     assert split["own_p50_ms"] == 7.0  # 30 - 20 - 2 - 1
     assert split["own_incl_db_p50_ms"] == 10.0  # the view is the scheduler's own work
     assert split["rpc_p50_ms"] == 6.0
+
+
+def test_e2e_nova_samples_hold_the_client_latency_alone():
+    # nova-scheduler reports no timings: its row is the client's latency, nothing split
+    split = e2e.summarize([_sample(client=2300), _sample(client=2500), _sample(client=2400)])
+    assert split["client_p50_ms"] == 2400.0
+    assert "own_p50_ms" not in split and "view_share" not in split
+
+
+def test_e2e_nested_speedup_is_against_nova_in_the_same_sitting():
+    def result(*rows):
+        return {"targets": {k: dict(v) for k, v in e2e.TARGETS.items()}, "rows": list(rows)}
+
+    same = result(
+        {**_e2e_row(1000, "view", p50=40.0), "fleet": "nested"},
+        {**_e2e_row(1000, "nova34", p50=3000.0), "fleet": "nested"},
+        {**_e2e_row(5000, "view", p50=60.0), "fleet": "nested"},
+        {**_e2e_row(5000, "nova34", p50=2400.0), "fleet": "nested"},
+        # a flat row of nova's is not the nested target's
+        _e2e_row(1000, "nova34", p50=99000.0),
+    )
+    e2e._judge(same)
+    t = same["targets"]
+    assert t["e2e_nested_speedup_at_1000"]["measured"] == 75.0
+    assert t["e2e_nested_speedup_at_1000"]["met"] is True
+    assert t["e2e_nested_speedup_at_5000"]["measured"] == 40.0
+    assert t["e2e_nested_speedup_at_5000"]["met"] is False
+    # without nova measured, the figure stands in
+    alone = result({**_e2e_row(1000, "view", p50=47.5), "fleet": "nested"})
+    e2e._judge(alone)
+    assert alone["targets"]["e2e_nested_speedup_at_1000"]["measured"] == 50.0
+    assert "measured" not in alone["targets"]["e2e_nested_speedup_at_5000"]
+    text = e2e.format_table(same)
+    assert "nova34/view p50" in text and "75x" in text
 
 
 def _e2e_row(hosts, source, limit=1000, p50=30.0, cpu=8.0, own=5.0, orphans=0):
