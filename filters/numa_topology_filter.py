@@ -15,6 +15,7 @@ from typing import Any
 
 from filters import PASS_ALL, BaseHostFilter, Reject
 from scheduler.resources import numa, pci
+from scheduler.resources.shapes import PciRequest
 
 LOG = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class _Wanted:
     topology: numa.InstanceTopology | None
     invalid: Reject | None
     requires_smt: bool
-    pci_requests: list[dict[str, Any]]
+    pci_requests: tuple[PciRequest, ...]
     network: numa.NetworkMetadata | None
     # [compute] packing_host_numa_cells_allocation_strategy, read once per pass
     pack: bool
@@ -66,7 +67,7 @@ class _Wanted:
             topology=topology,
             invalid=invalid,
             requires_smt=numa.requires_smt(extra_specs, image_props),
-            pci_requests=list(getattr(spec_obj, "pci_requests", None) or []),
+            pci_requests=spec_obj.pci_requests,
             network=network,
             pack=numa.packing_strategy(),
             from_placement=_has_candidates(spec_obj),

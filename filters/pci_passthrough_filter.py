@@ -13,6 +13,7 @@ from typing import Any
 
 from filters import PASS_ALL, BaseHostFilter, Reject
 from scheduler.resources import pci
+from scheduler.resources.shapes import PciRequest
 
 LOG = logging.getLogger(__name__)
 
@@ -29,14 +30,15 @@ class PciPassthroughFilter(BaseHostFilter):
     # every instance of a multi-create takes devices: check each one
     run_filter_once_per_request = False
 
-    def prepare(self, spec_obj: Any) -> tuple[Any, list[dict[str, Any]]] | Any:
-        """The request and its PCI requests; PASS_ALL when it has none."""
-        requests = list(spec_obj.pci_requests or [])
+    def prepare(self, spec_obj: Any) -> tuple[Any, tuple[PciRequest, ...]] | Any:
+        """The request and its PCI requests (decoded at the RPC edge); PASS_ALL when it
+        has none."""
+        requests = spec_obj.pci_requests
         if not requests:
             return PASS_ALL
         return spec_obj, requests
 
-    def check(self, host_state: Any, prepared: tuple[Any, list[dict[str, Any]]]) -> bool | Reject:
+    def check(self, host_state: Any, prepared: tuple[Any, tuple[PciRequest, ...]]) -> bool | Reject:
         # the narrowed allocation candidates are written to the request
         spec_obj, requests = prepared
         pools = pci.pools_of(host_state, host_state.pci_stats)
@@ -79,7 +81,7 @@ class PciPassthroughFilter(BaseHostFilter):
         return Reject(pci.request_reason(failed))
 
     @staticmethod
-    def _debug(host_state: Any, requests: list[dict[str, Any]]) -> None:
+    def _debug(host_state: Any, requests: tuple[PciRequest, ...]) -> None:
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(
                 "%(host_state)s doesn't have the required PCI devices (%(requests)s)",

@@ -638,11 +638,7 @@ def _require_owner_on_pci_groups(query: AllocationCandidatesQuery, spec: Request
     no provider outside nova's (Cyborg's) serves them."""
     if _OWNER_NOVA_FILTER not in getattr(getattr(spec, "trace", None), "prefilters", ()):
         return
-    request_ids = {
-        r.get("request_id")
-        for r in spec.pci_requests or []
-        if r.get("alias_name") is not None and r.get("request_id")
-    }
+    request_ids = {r.request_id for r in spec.pci_requests if not r.is_port and r.request_id}
     if not request_ids:
         return
     requested = {g.requester_id for g in spec.requested_resources or [] if g.requester_id}

@@ -420,6 +420,17 @@ class NovaRequestSpec:
 
     __contains__ = obj_attr_is_set
 
+    @property
+    def numa_topology(self) -> Any:
+        """nova's InstanceNUMATopology data, as the request carried it (ours is decoded)."""
+        topology = self._spec.numa_topology
+        return dict(topology.as_data()) if topology is not None else None
+
+    @property
+    def pci_requests(self) -> list[dict[str, Any]]:
+        """nova's InstancePCIRequest data, one dict per request, as the request carried it."""
+        return [dict(r.as_data()) for r in self._spec.pci_requests]
+
     def __getattr__(self, name: str) -> Any:
         if name in _NOT_PROVIDED:
             raise AttributeError(

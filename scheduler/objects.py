@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.resources.shapes import InstanceTopology, PciRequest
+
 
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON data: mappings with string keys, lists for tuples, sorted
@@ -170,9 +172,11 @@ class RequestSpec:
     requested_resources: list[RequestGroup] = field(default_factory=list)
     request_level_params: RequestLevelParams = field(default_factory=RequestLevelParams)
     is_bfv: bool = False
-    # nova primitives the scheduler passes through or reads as data (NUMA and PCI filters)
-    numa_topology: dict[str, Any] | None = None
-    pci_requests: list[dict[str, Any]] = field(default_factory=list)
+    # the guest's NUMA nodes and its PCI devices, decoded at the RPC edge (each keeps nova's
+    # data as its ``primitive``, for the wire, the notifications and nova's plugins)
+    numa_topology: InstanceTopology | None = None
+    pci_requests: tuple[PciRequest, ...] = ()
+    # a nova primitive the scheduler passes through (nova's plugins may read it)
     requested_networks: list[dict[str, Any]] = field(default_factory=list)
     # the physnets and tunnel of the request's ports ({"physnets": [...], "tunneled": bool}),
     # which NUMA affinity reads; nova-api sets it on a boot, the conductor sends it

@@ -42,6 +42,7 @@ from oslo_utils import timeutils
 from db.queries import ComputeNodeRow, ServiceRow
 from scheduler.objects import Aggregate, RequestSpec
 from scheduler.resources import numa, pci
+from scheduler.resources.shapes import InstanceTopology, PciRequest
 from scheduler.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
@@ -214,9 +215,9 @@ class Consumption:
     ``image``) and holds nothing else of it (not its candidate lists)."""
 
     flavor: Any
-    numa_topology: Any
+    numa_topology: InstanceTopology | None
     image: Any
-    pci_requests: tuple[Any, ...]
+    pci_requests: tuple[PciRequest, ...]
     consumed_at: datetime.datetime
     # False: a key of our own (no instance uuid), which nova's casts cannot name
     is_instance: bool = True

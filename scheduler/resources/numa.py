@@ -7,8 +7,10 @@ Inputs are the shapes nova stores and sends:
   ``cpu_usage``, ``memory_usage``, ``pinned_cpus``, ``siblings`` (lists of thread ids per
   core), ``mempages`` (``size_kb``, ``total``, ``used``, ``reserved``) and
   ``network_metadata`` (the physnets and tunnels NUMA-affine to the cell);
-* the instance: ``RequestSpec.numa_topology`` (an ``InstanceNUMATopology``, unwrapped) or, when
-  the request carries none, the flavor extra specs and image properties it was built from
+* the instance: ``RequestSpec.numa_topology``, the ``InstanceNUMATopology`` nova sent, decoded
+  at the RPC edge (:func:`instance_topology_from_primitive`, into
+  ``scheduler.resources.shapes.InstanceTopology``) or, when the request carries none, the
+  flavor extra specs and image properties it was built from
   (:func:`instance_topology_from_request`, nova's ``hardware.numa_get_constraints``);
 * the request's ``network_metadata`` (physnets and tunnels of its ports), carried in the
   limits as nova's NUMATopologyFilter carries it.
@@ -73,17 +75,21 @@ from typing import Any
 
 from scheduler.conf import CONF
 from scheduler.primitives import unwrap
+from scheduler.resources.shapes import (
+    DEDICATED,
+    MIXED,
+    PINNED_POLICIES,
+    SHARED,
+    InstanceCell,
+    InstanceTopology,
+)
 
 # nova's InstanceNUMACell.pagesize codes for the symbolic hw:mem_page_size values
 MEMPAGES_SMALL = -1
 MEMPAGES_LARGE = -2
 MEMPAGES_ANY = -3
 
-SHARED = "shared"
-DEDICATED = "dedicated"
-MIXED = "mixed"
 CPU_POLICIES = (SHARED, DEDICATED, MIXED)
-PINNED_POLICIES = (DEDICATED, MIXED)
 
 PREFER = "prefer"
 ISOLATE = "isolate"
@@ -342,37 +348,29 @@ def host_topology_of(owner: Any, value: Any) -> HostTopology | None:
 # -- the instance -----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class InstanceCell:
-    id: int
-    cpuset: frozenset[int]  # shared (floating) guest CPUs
-    pcpuset: frozenset[int]  # pinned guest CPUs
-    memory: int  # MiB
-    pagesize: int | None = None
-    cpu_policy: str | None = None
-    cpu_thread_policy: str | None = None
-
-    @property
-    def pinned(self) -> bool:
-        return self.cpu_policy in PINNED_POLICIES
-
-
-@dataclass(slots=True)
-class InstanceTopology:
-    cells: list[InstanceCell]
-    emulator_threads_policy: str | None = None
-
-    @property
-    def emulator_threads_isolated(self) -> bool:
-        return self.emulator_threads_policy == ISOLATE
+# (InstanceCell and InstanceTopology are in scheduler.resources.shapes: the request model
+# names them)
 
 
 def instance_topology_from_primitive(value: Any) -> InstanceTopology | None:
-    """An :class:`InstanceTopology` from ``RequestSpec.numa_topology`` (an
-    InstanceNUMATopology primitive or its plain data); None for no topology."""
+    """An :class:`InstanceTopology` from nova's ``RequestSpec.numa_topology`` (an
+    InstanceNUMATopology primitive or its plain data), keeping that data as its
+    ``primitive``; None for no topology. The RPC edge decodes a request's with it. Raises
+    InvalidNUMARequest for one that is not an InstanceNUMATopology."""
     if not value:
         return None
-    data = _data(value)
+    try:
+        data = _data(value)
+        return _instance_topology(data)
+    except InvalidNUMARequest:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise InvalidNUMARequest(f"not an InstanceNUMATopology: {exc}") from exc
+
+
+def _instance_topology(data: Any) -> InstanceTopology | None:
+    if not isinstance(data, Mapping):
+        raise InvalidNUMARequest(f"not an InstanceNUMATopology: {type(data).__name__}")
     cells = []
     for i, cell in enumerate(data.get("cells") or ()):
         cpuset = _ints(cell.get("cpuset"))
@@ -395,7 +393,7 @@ def instance_topology_from_primitive(value: Any) -> InstanceTopology | None:
         )
     if not cells:
         return None
-    return InstanceTopology(cells, data.get("emulator_threads_policy"))
+    return InstanceTopology(cells, data.get("emulator_threads_policy"), primitive=data)
 
 
 def parse_cpu_spec(spec: str) -> frozenset[int]:
@@ -750,13 +748,19 @@ def instance_topology_from_request(
 
 
 def requested_instance_topology(spec_obj: Any) -> InstanceTopology | None:
-    """The request's instance topology: ``spec_obj.numa_topology`` when set, else derived from
-    the flavor extra specs and image properties. Raises :class:`InvalidNUMARequest`."""
-    topology = instance_topology_from_primitive(getattr(spec_obj, "numa_topology", None))
+    """The request's instance topology: ``spec_obj.numa_topology`` (decoded at the RPC edge)
+    when set, else derived from the flavor extra specs and image properties. Raises
+    :class:`InvalidNUMARequest`."""
+    topology = spec_obj.numa_topology
     if topology is not None:
+        if not isinstance(topology, InstanceTopology):
+            raise TypeError(
+                "RequestSpec.numa_topology must be decoded at the RPC edge "
+                f"(numa.instance_topology_from_primitive), not a {type(topology).__name__}"
+            )
         return topology
     flavor = spec_obj.flavor
-    image = getattr(spec_obj, "image", None)
+    image = spec_obj.image
     props = image.properties if image is not None else {}
     return instance_topology_from_request(flavor.vcpus, flavor.memory_mb, flavor.extra_specs, props)
 

@@ -11,10 +11,11 @@ scheduler (``support_requests`` and ``apply_requests``):
   the pool (a tag named like a field wins), and the pools are ordered by their number of keys,
   as nova's PciDeviceStats holds them: that order is the order devices are taken in;
 * the requests (``InstancePCIRequest``: ``count``, ``spec`` -- a list of dicts, any one of
-  which may match --, ``alias_name``, ``numa_policy``, ``request_id``) are applied one after
-  the other on a working copy of the pools: a host supports them when every one can take its
-  devices from what the ones before it left (two ports wanting 1 + 2 devices do not fit a
-  pool of 2);
+  which may match --, ``alias_name``, ``numa_policy``, ``request_id``), decoded at the RPC
+  edge (:func:`request_from_primitive`, into ``scheduler.resources.shapes.PciRequest``), are
+  applied one after the other on a working copy of the pools: a host supports them when
+  every one can take its devices from what the ones before it left (two ports wanting 1 + 2
+  devices do not fit a pool of 2);
 * a pool matches a spec dict when every key of it equals the pool's value, strings
   case-insensitively (``remote_managed: "False"`` needs a pool tagged ``false``: a pool
   without the tag, such as a type-PCI pool, does not match it), a list value being a subset
@@ -60,6 +61,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from scheduler.resources.shapes import PciRequest
 
 _DATA = "nova_object.data"
 
@@ -181,35 +184,68 @@ def pool_matches(pool: Mapping[str, Any], specs: Iterable[Mapping[str, Any]]) ->
     return any(_spec_matches(pool, spec) for spec in specs)
 
 
-def _specs(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    specs = request.get("spec") or []
-    if isinstance(specs, dict):
+# -- the requests, decoded at the RPC edge ------------------------------------------------------
+
+
+def _optional_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, not {type(value).__name__}")
+    return value
+
+
+def request_from_primitive(value: Any) -> PciRequest:
+    """A :class:`PciRequest` from an InstancePCIRequest primitive or its plain data (its
+    ``spec`` a list of dicts, or one dict), keeping that data as its ``primitive``. Raises
+    ValueError for one that is not an InstancePCIRequest."""
+    data = _inner(value)
+    if not isinstance(data, Mapping):
+        raise ValueError(f"not an InstancePCIRequest: {type(value).__name__}")
+    specs = data.get("spec") or []
+    if isinstance(specs, Mapping):
         specs = [specs]
-    return [_inner(s) for s in specs if isinstance(_inner(s), dict)]
+    if not isinstance(specs, list | tuple):
+        raise ValueError(f"spec must be a list of dicts, not {type(specs).__name__}")
+    count = data.get("count", 1)
+    if count is None:
+        count = 1
+    if isinstance(count, bool) or not isinstance(count, int | str):
+        raise ValueError(f"count must be a whole number, not {count!r}")
+    try:
+        count = int(count)
+    except ValueError:
+        raise ValueError(f"count must be a whole number, not {count!r}") from None
+    return PciRequest(
+        count=count,
+        specs=tuple(_inner(s) for s in specs if isinstance(_inner(s), Mapping)),
+        alias_name=_optional_str(data, "alias_name"),
+        numa_policy=_optional_str(data, "numa_policy"),
+        request_id=_optional_str(data, "request_id"),
+        requester_id=_optional_str(data, "requester_id"),
+        primitive=data,
+    )
 
 
-def _count(request: Mapping[str, Any]) -> int:
-    return _int_or(request.get("count"), 1)
-
-
-def is_port_request(request: Mapping[str, Any]) -> bool:
-    """Is it an SR-IOV port's request (nova: no ``alias_name``) rather than a flavor alias's?"""
-    return request.get("alias_name") is None
+def requests_from_primitive(values: Iterable[Any]) -> tuple[PciRequest, ...]:
+    """:func:`request_from_primitive` of each request, in order."""
+    return tuple(request_from_primitive(v) for v in values)
 
 
 def rp_uuids_for_request(
-    provider_mapping: ProviderMapping | None, request: Mapping[str, Any]
+    provider_mapping: ProviderMapping | None, request: PciRequest
 ) -> list[str]:
     """The providers Placement allocated the request's devices from, one entry per device:
     the first provider of each group named ``<request_id>...``, or without a mapping the
     ``rp_uuids`` its first spec records. Empty for ports and without PCI in Placement."""
-    if is_port_request(request):
+    if request.is_port:
         return []
     if not provider_mapping:
-        specs = _specs(request)
+        specs = request.specs
         recorded = specs[0].get("rp_uuids") if specs else None
         return str(recorded).split(",") if recorded else []
-    request_id = request.get("request_id")
+    request_id = request.request_id
     if not request_id:
         return []
     return [
@@ -246,7 +282,7 @@ def _numa_node_in(pools: Sequence[Pool], indexes: list[int], nodes: set[Any]) ->
 def _by_numa(
     stock: _Stock,
     indexes: list[int],
-    request: Mapping[str, Any],
+    request: PciRequest,
     numa_cell_ids: Sequence[int] | None,
     socket_of: Mapping[int, int | None] | None,
 ) -> list[int]:
@@ -255,8 +291,8 @@ def _by_numa(
     if not numa_cell_ids:
         return indexes
     pools = stock.pools
-    policy = request.get("numa_policy") or LEGACY
-    count = _count(request)
+    policy = request.numa_policy or LEGACY
+    count = request.count
     cells = set(numa_cell_ids)
     local = _numa_node_in(pools, indexes, cells)
     if policy == REQUIRED or stock.total(local) >= count:
@@ -322,7 +358,7 @@ def _by_live_migration(
 
 def _candidates(
     stock: _Stock,
-    request: Mapping[str, Any],
+    request: PciRequest,
     rp_uuids: Sequence[str],
     numa_cell_ids: Sequence[int] | None,
     socket_of: Mapping[int, int | None] | None,
@@ -330,13 +366,13 @@ def _candidates(
     """The held pools the request may take its devices from, in the order it takes them,
     or None when they hold fewer devices than it asks for (nova's ``_filter_pools``)."""
     pools = stock.pools
-    specs = _specs(request)
+    specs = request.specs
     indexes = [i for i in stock.held if pool_matches(pools[i], specs)]
     indexes = _by_numa(stock, indexes, request, numa_cell_ids, socket_of)
     indexes = _unrequested_dropped(pools, indexes, specs)
     indexes = _by_placement(stock, indexes, rp_uuids)
     indexes = _by_live_migration(pools, indexes, specs)
-    if stock.total(indexes) < _count(request):
+    if stock.total(indexes) < request.count:
         return None
     return indexes
 
@@ -348,7 +384,7 @@ def _one_pool_per_provider(stock: _Stock) -> bool:
 
 def _apply_one(
     stock: _Stock,
-    request: Mapping[str, Any],
+    request: PciRequest,
     rp_uuids: Sequence[str],
     numa_cell_ids: Sequence[int] | None,
     socket_of: Mapping[int, int | None] | None,
@@ -360,7 +396,7 @@ def _apply_one(
     counts, held = stock.counts, stock.held
     if not rp_uuids:
         # pool after pool; a pool given away whole leaves the list
-        wanted = _count(request)
+        wanted = request.count
         for i in chosen:
             if counts[i] > wanted:
                 counts[i] -= wanted
@@ -389,7 +425,7 @@ class Applied:
     application keeps what the requests before the failing one took."""
 
     pools: list[Pool]
-    failed: Mapping[str, Any] | None = None
+    failed: PciRequest | None = None
 
     @property
     def ok(self) -> bool:
@@ -398,11 +434,11 @@ class Applied:
 
 def _run(
     pools: Sequence[Pool],
-    requests: Iterable[Mapping[str, Any]],
+    requests: Iterable[PciRequest],
     provider_mapping: ProviderMapping | None,
     numa_cell_ids: Sequence[int] | None,
     socket_of: Mapping[int, int | None] | None,
-) -> tuple[_Stock, Mapping[str, Any] | None]:
+) -> tuple[_Stock, PciRequest | None]:
     stock = _Stock(pools)
     for request in requests:
         rps = rp_uuids_for_request(provider_mapping, request)
@@ -413,7 +449,7 @@ def _run(
 
 def apply_requests(
     pools: Sequence[Pool],
-    requests: Iterable[Mapping[str, Any]],
+    requests: Iterable[PciRequest],
     provider_mapping: ProviderMapping | None = None,
     numa_cell_ids: Sequence[int] | None = None,
     socket_of: Mapping[int, int | None] | None = None,
@@ -431,11 +467,11 @@ def apply_requests(
 
 def first_unsupported(
     pools: Sequence[Pool],
-    requests: Iterable[Mapping[str, Any]],
+    requests: Iterable[PciRequest],
     provider_mapping: ProviderMapping | None = None,
     numa_cell_ids: Sequence[int] | None = None,
     socket_of: Mapping[int, int | None] | None = None,
-) -> Mapping[str, Any] | None:
+) -> PciRequest | None:
     """The first request that cannot take its devices once the ones before it took theirs,
     or None when all can (see :func:`apply_requests` for the arguments)."""
     return _run(pools, requests, provider_mapping, numa_cell_ids, socket_of)[1]
@@ -443,7 +479,7 @@ def first_unsupported(
 
 def support_requests(
     pools: Sequence[Pool],
-    requests: Iterable[Mapping[str, Any]],
+    requests: Iterable[PciRequest],
     provider_mapping: ProviderMapping | None = None,
     numa_cell_ids: Sequence[int] | None = None,
     socket_of: Mapping[int, int | None] | None = None,
@@ -455,7 +491,7 @@ def support_requests(
 
 def matching_pools(
     pools: Sequence[Pool],
-    request: Mapping[str, Any],
+    request: PciRequest,
     numa_cell_ids: Sequence[int] | None = None,
     socket_of: Mapping[int, int | None] | None = None,
     rp_uuids: Sequence[str] = (),
@@ -469,7 +505,7 @@ def matching_pools(
 
 def placement_signature(
     provider_mapping: ProviderMapping | None,
-    requests: Sequence[Mapping[str, Any]],
+    requests: Sequence[PciRequest],
 ) -> tuple[tuple[str, ...], ...]:
     """What of an allocation candidate matters to the PCI checks: per request, the providers
     its devices come from. Candidates with equal signatures get equal answers."""
@@ -490,12 +526,14 @@ def request_group_mapping(spec_obj: Any) -> dict[str, list[str]] | None:
     }
 
 
-def request_reason(request: Mapping[str, Any]) -> str:
+def request_reason(request: PciRequest | None) -> str:
     """Why a host fails a request, in words that group across hosts."""
-    alias = request.get("alias_name")
+    if request is None:
+        return "no matching PCI device"
+    alias = request.alias_name
     if alias:
         return f"no PCI device matching alias {alias}"
-    if request.get("requester_id"):
+    if request.requester_id:
         return "no PCI device for a requested port"
     return "no matching PCI device"
 

@@ -15,7 +15,7 @@ primitive nova sent, when there is one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.objects import (
@@ -28,6 +28,7 @@ from scheduler.objects import (
     jsonable,
 )
 from scheduler.primitives import DATA, NAME, NAMESPACE, VERSION
+from scheduler.resources.shapes import PciRequest
 from scheduler.rpc import wire
 
 LOG = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ def request_spec_payload(spec: RequestSpec, raw: Mapping[str, Any] | None = None
             _image_payload(spec.image, _data(raw.get("image"))) if spec.image is not None else None
         ),
         "numa_topology": (
-            _numa_payload(spec.numa_topology, spec.instance_uuid)
+            _numa_payload(spec.numa_topology.as_data(), spec.instance_uuid)
             if spec.numa_topology is not None
             else None
         ),
@@ -250,7 +251,7 @@ def _numa_cell_payload(cell: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def _pci_payload(requests: list[dict[str, Any]], instance_uuid: str | None) -> dict[str, Any]:
+def _pci_payload(requests: Sequence[PciRequest], instance_uuid: str | None) -> dict[str, Any]:
     return _payload(
         "InstancePCIRequestsPayload",
         {
@@ -259,11 +260,11 @@ def _pci_payload(requests: list[dict[str, Any]], instance_uuid: str | None) -> d
                 _payload(
                     "InstancePCIRequestPayload",
                     {
-                        "count": request.get("count"),
-                        "spec": jsonable(request.get("spec")),
-                        "alias_name": request.get("alias_name"),
-                        "request_id": request.get("request_id"),
-                        "numa_policy": request.get("numa_policy"),
+                        "count": request.count,
+                        "spec": jsonable(request.as_data().get("spec")),
+                        "alias_name": request.alias_name,
+                        "request_id": request.request_id,
+                        "numa_policy": request.numa_policy,
                     },
                 )
                 for request in requests

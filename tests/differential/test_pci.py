@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from filters.pci_passthrough_filter import PciPassthroughFilter
 from scheduler.hosts.state import HostState
 from scheduler.objects import Flavor, RequestGroup, RequestSpec
-from scheduler.resources import pci
+from scheduler.resources import numa, pci
 from tests.hunt import examples
 from tests.unit.filters.fakes import make_host, make_spec
 
@@ -335,7 +335,8 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
 def ours_support_and_apply(case: dict[str, Any]) -> dict[str, Any]:
     pools = pci.pools_from_stats(case["pci_stats"])
     args = (
-        case["requests"],
+        # decoded, as the RPC edge decodes a request's
+        pci.requests_from_primitive(case["requests"]),
         case["provider_mapping"],
         case["numa_cells"],
         {cell: socket for cell, socket in case["host_cells"]},
@@ -374,7 +375,7 @@ def filter_cases(draw: st.DrawFn) -> dict[str, Any]:
 def ours_filter(case: dict[str, Any]) -> dict[str, Any]:
     host = make_host("host1", uuid="host1-uuid", pci_stats=case["pci_stats"])
     spec = make_spec()
-    spec.pci_requests = case["requests"]
+    spec.pci_requests = pci.requests_from_primitive(case["requests"])
     candidates = [{"mappings": m, "index": i} for i, m in enumerate(case["candidates"])]
     spec.scratch.allocation_candidates = {"host1-uuid": list(candidates)}
     passes = PciPassthroughFilter().host_passes(host, spec)
@@ -478,9 +479,11 @@ def ours_consume(case: dict[str, Any]) -> dict[str, Any]:
     spec = RequestSpec(
         flavor=Flavor(memory_mb=64, vcpus=1, root_gb=0, ephemeral_gb=0),
         numa_topology=(
-            _our_instance_numa(case["instance_numa"]) if case["instance_numa"] else None
+            numa.instance_topology_from_primitive(_our_instance_numa(case["instance_numa"]))
+            if case["instance_numa"]
+            else None
         ),
-        pci_requests=case["requests"],
+        pci_requests=pci.requests_from_primitive(case["requests"]),
         requested_resources=[
             RequestGroup(requester_id=rid, provider_uuids=list(rps))
             for rid, rps in case["requested_resources"]

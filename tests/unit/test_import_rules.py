@@ -237,8 +237,9 @@ RULES: dict[str, tuple[str, ...]] = {
 
 
 # modules every layer may import: names for shapes that travel through every stage, with
-# no code (Placement's allocation request, a TypedDict; it imports nothing)
-EVERYWHERE = ("placement_client.api.shapes",)
+# no code of their own beyond the data (Placement's allocation request, a TypedDict; the
+# guest's NUMA nodes and PCI requests the RPC edge decodes); they import nothing
+EVERYWHERE = ("placement_client.api.shapes", "scheduler.resources.shapes")
 
 # module prefix -> prefixes its rule lets it import all the same (a leaf inside a package)
 ALLOWED: dict[str, tuple[str, ...]] = {

@@ -21,6 +21,7 @@ from scheduler.objects import (
     Selection,
     jsonable,
 )
+from scheduler.resources.shapes import InstanceTopology
 from scheduler.rpc.wire.decode import limits_from_primitive
 from scheduler.rpc.wire.encode import NETWORK_METADATA_VERSION, limits_to_primitive
 from scheduler.rpc.wire.legacy import flavor_dict, image_dict
@@ -140,10 +141,10 @@ def _request_level_params_primitive(params: RequestLevelParams) -> dict[str, Any
     )
 
 
-def _numa_topology_primitive(topology: dict[str, Any]) -> dict[str, Any]:
-    # Our model keeps the topology as plain data; the envelopes are put back the way nova
-    # nests them (cells are InstanceNUMACell objects).
-    data = jsonable(topology)
+def _numa_topology_primitive(topology: InstanceTopology) -> dict[str, Any]:
+    # nova's data as it came in (or built from the cells); the envelopes are put back the
+    # way nova nests them (cells are InstanceNUMACell objects).
+    data = jsonable(topology.as_data())
     if isinstance(data.get("cells"), list):
         data["cells"] = [
             _sent("InstanceNUMACell", cell) if isinstance(cell, dict) else cell
@@ -183,7 +184,8 @@ def request_spec_to_primitive(spec: RequestSpec) -> dict[str, Any]:
                 {
                     "instance_uuid": spec.instance_uuid,
                     "requests": [
-                        _sent("InstancePCIRequest", jsonable(r)) for r in spec.pci_requests
+                        _sent("InstancePCIRequest", jsonable(r.as_data()))
+                        for r in spec.pci_requests
                     ],
                 },
             ),

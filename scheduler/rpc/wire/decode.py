@@ -27,6 +27,8 @@ from scheduler.objects import (
     SchedulerRetries,
 )
 from scheduler.primitives import NAME, unwrap
+from scheduler.resources import numa, pci
+from scheduler.resources.shapes import InstanceTopology, PciRequest
 from scheduler.rpc.wire.limits import (
     MAX_EXTRA_SPECS,
     MAX_FLAVOR_NUMBER,
@@ -282,7 +284,8 @@ def scheduler_hints(value: Any, where: str) -> dict[str, list[Any]]:
     return hints
 
 
-def pci_requests(value: Any, where: str) -> list[dict[str, Any]]:
+def pci_requests(value: Any, where: str) -> tuple[PciRequest, ...]:
+    """An InstancePCIRequests (or its list of requests), decoded (``pci.PciRequest``)."""
     if is_primitive(value):
         requests = object_data(value, "InstancePCIRequests", where).get("requests") or []
     elif isinstance(value, dict):
@@ -296,8 +299,11 @@ def pci_requests(value: Any, where: str) -> list[dict[str, Any]]:
         request = unwrap(request)
         if not isinstance(request, dict):
             bad(f"{where}.requests[{i}]", "an InstancePCIRequest", request)
-        out.append(request)
-    return out
+        try:
+            out.append(pci.request_from_primitive(request))
+        except ValueError as exc:
+            fail(f"{where}.requests[{i}]", str(exc))
+    return tuple(out)
 
 
 def _requested_networks(value: Any, where: str) -> list[dict[str, Any]]:
@@ -321,11 +327,15 @@ def _network_metadata(value: Any, where: str) -> dict[str, Any]:
     return {"physnets": sorted(physnets), "tunneled": as_bool(data.get("tunneled", False), where)}
 
 
-def numa_topology(value: Any, where: str) -> dict[str, Any]:
+def numa_topology(value: Any, where: str) -> InstanceTopology | None:
+    """An InstanceNUMATopology, decoded (``numa.InstanceTopology``; None without cells)."""
     topology = unwrap(value)
     if not isinstance(topology, dict):
         bad(where, "an InstanceNUMATopology", value)
-    return topology
+    try:
+        return numa.instance_topology_from_primitive(topology)
+    except numa.InvalidNUMARequest as exc:
+        fail(where, str(exc))
 
 
 def num_instances(value: Any, where: str) -> int:

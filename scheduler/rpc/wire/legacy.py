@@ -202,7 +202,7 @@ def request_spec_from_legacy(
         spec.user_id = field(instance, "user_id", inst_where, as_str)
         spec.availability_zone = field(instance, "availability_zone", inst_where, as_str)
         spec.numa_topology = field(instance, "numa_topology", inst_where, numa_topology)
-        spec.pci_requests = field(instance, "pci_requests", inst_where, pci_requests, [])
+        spec.pci_requests = field(instance, "pci_requests", inst_where, pci_requests, ())
 
     fp = "filter_properties"
     spec.ignore_hosts = field(filter_properties, "ignore_hosts", fp, as_str_list)
@@ -252,9 +252,14 @@ def legacy_request_spec_dict(spec: RequestSpec) -> dict[str, Any]:
     notifications (nova's ``to_legacy_request_spec_dict``), JSON-serialisable."""
     flavor = spec.flavor
     instance_properties = {
-        "numa_topology": jsonable(spec.numa_topology),
+        "numa_topology": (
+            jsonable(spec.numa_topology.as_data()) if spec.numa_topology is not None else None
+        ),
         "pci_requests": (
-            {"instance_uuid": spec.instance_uuid, "requests": jsonable(spec.pci_requests)}
+            {
+                "instance_uuid": spec.instance_uuid,
+                "requests": [jsonable(r.as_data()) for r in spec.pci_requests],
+            }
             if spec.pci_requests
             else None
         ),

@@ -16,6 +16,7 @@ from scheduler.conf import CONF
 from scheduler.exceptions import PluginNotFound
 from scheduler.nova_plugins import NovaHostState, NovaPluginImportError, NovaRequestSpec
 from scheduler.objects import Destination
+from scheduler.resources import numa, pci
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec, tabled
 
 
@@ -237,6 +238,21 @@ def test_request_view_behaves_like_nova_request_spec():
         view.security_groups  # noqa: B018
     assert view._context is None
     assert view.flavor.extra_specs is spec.flavor.extra_specs
+
+
+def test_request_view_gives_nova_plugins_novas_numa_and_pci_data():
+    # ours are decoded at the RPC edge; a plugin written for nova reads nova's data
+    numa_data = {"cells": [{"id": 0, "cpuset": [0, 1], "memory": 1024}], "instance_uuid": "i"}
+    pci_data = {"count": 2, "spec": [{"vendor_id": "10de"}], "alias_name": "gpu"}
+    spec = make_spec()
+    spec.numa_topology = numa.instance_topology_from_primitive(numa_data)
+    spec.pci_requests = pci.requests_from_primitive([pci_data])
+    view = NovaRequestSpec(spec)
+    assert view.numa_topology == numa_data
+    assert view.pci_requests == [pci_data]
+    assert "numa_topology" in view and "pci_requests" in view
+    bare = NovaRequestSpec(make_spec())
+    assert bare.numa_topology is None and bare.pci_requests == []
 
 
 # -- loading by class path -------------------------------------------------------------------

@@ -10,7 +10,7 @@ from filters import PASS_ALL
 from filters.numa_topology_filter import NUMATopologyFilter
 from scheduler.objects import Flavor, RequestSpec
 from scheduler.request import SchedulingRequest
-from scheduler.resources import numa
+from scheduler.resources import numa, pci
 from tests.unit.filters.fakes import make_host, make_spec, run_filter
 from tests.unit.scheduler.resources.builders import (
     alias_request,
@@ -43,8 +43,9 @@ def spec(
 ) -> RequestSpec:
     s = make_spec(extra_specs=extra_specs, image_props=image_props)
     s.flavor = Flavor(memory_mb=memory_mb, vcpus=vcpus, extra_specs=dict(extra_specs or {}))
-    s.numa_topology = topology
-    s.pci_requests = list(pci_requests or [])
+    # decoded as the RPC edge decodes a request's
+    s.numa_topology = numa.instance_topology_from_primitive(topology)
+    s.pci_requests = pci.requests_from_primitive(pci_requests or [])
     return s
 
 
@@ -342,8 +343,10 @@ def test_request_spec_from_nova_wire_and_limit_back_on_the_wire() -> None:
     decoded = SchedulingRequest.of(
         wire.request_spec_from_primitive(wire.request_spec_to_primitive(s))
     )
-    assert decoded.numa_topology["cells"][0]["pcpuset"] == [0, 1]
-    assert decoded.pci_requests[0]["alias_name"] == "gpu"
+    # decoded at the edge: typed, with nova's data kept for the way back
+    assert decoded.numa_topology.cells[0].pcpuset == frozenset({0, 1})
+    assert decoded.numa_topology.primitive["cells"][0]["pcpuset"] == [0, 1]
+    assert decoded.pci_requests[0].alias_name == "gpu"
     h = host(topology=smt_host(), pci_stats=pool_list(pool(*GPU, 1, 0)))
     assert FLT.host_passes(h, decoded)
     limit = decoded.scratch.host_limits[("host1", "host1")]["numa_topology"]

@@ -8,6 +8,7 @@ import pytest
 
 from filters.pci_passthrough_filter import PciPassthroughFilter
 from scheduler.objects import RequestSpec
+from scheduler.resources import pci
 from tests.unit.filters.fakes import make_host, make_spec, run_filter
 from tests.unit.scheduler.resources.builders import (
     GPU,
@@ -27,7 +28,7 @@ def host(name: str = "host1", stats: Any = None):
 
 def spec(*requests: dict[str, Any]) -> RequestSpec:
     s = make_spec()
-    s.pci_requests = list(requests)
+    s.pci_requests = pci.requests_from_primitive(requests)
     return s
 
 

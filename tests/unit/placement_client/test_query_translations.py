@@ -18,6 +18,7 @@ from scheduler.objects import (
     RequestSpec,
 )
 from scheduler.request import SchedulingRequest
+from scheduler.resources import pci
 
 PCI_REQUEST = "7d3e2f2a-4a8e-4c1e-9a51-0c1f6f0e7c11"
 PORT_PCI_REQUEST = "0b5a3c3e-91d2-4f77-b1a0-55c6d1a3e2f4"
@@ -151,10 +152,12 @@ def _pci_request(applied_prefilters):
     """A request for two GPUs of a flavor alias, a VF of a port and a port's bandwidth; the
     root requires OWNER_NOVA, and the prefilters named have run."""
     spec = _spec(
-        pci_requests=[
-            {"request_id": PCI_REQUEST, "alias_name": "gpu", "count": 2, "spec": [{}]},
-            {"request_id": PORT_PCI_REQUEST, "alias_name": None, "count": 1, "spec": [{}]},
-        ],
+        pci_requests=pci.requests_from_primitive(
+            [
+                {"request_id": PCI_REQUEST, "alias_name": "gpu", "count": 2, "spec": [{}]},
+                {"request_id": PORT_PCI_REQUEST, "alias_name": None, "count": 1, "spec": [{}]},
+            ]
+        ),
         requested_resources=[
             RequestGroup(requester_id=f"{PCI_REQUEST}-0", resources={"CUSTOM_PCI_GPU": 1}),
             RequestGroup(requester_id=f"{PCI_REQUEST}-1", resources={"CUSTOM_PCI_GPU": 1}),

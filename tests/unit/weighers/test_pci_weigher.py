@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from scheduler.hosts.state import HostState
+from scheduler.resources import pci
 from tests.unit.filters.fakes import make_aggregate, make_host, make_spec
 from weighers.handler import WeightHandler
 from weighers.pci import PCIWeigher, free_pci_devices, pci_weight
@@ -87,7 +88,7 @@ def test_request_with_pci_stacks_on_fewest_free():
     # the fewest free devices wins, keeping the larger pools for larger requests
     hosts = [make_host("big", pci_stats=[pool(8)]), make_host("small", pci_stats=[pool(2)])]
     spec = make_spec()
-    spec.pci_requests = [{"count": 1, "spec": [{"vendor_id": "8086"}]}]
+    spec.pci_requests = pci.requests_from_primitive([{"count": 1, "spec": [{"vendor_id": "8086"}]}])
     assert [w.obj.host for w in WeightHandler([PCIWeigher()]).weigh(hosts, spec)] == [
         "small",
         "big",

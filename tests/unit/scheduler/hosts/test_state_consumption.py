@@ -102,13 +102,17 @@ def _plain(ram: int = 1024, vcpus: int = 2) -> RequestSpec:
 
 def _pinned() -> RequestSpec:
     spec = _plain(2048, 2)
-    spec.numa_topology = numa_request(instance_cell(0, [0, 1], 2048, "dedicated"))
+    spec.numa_topology = numa.instance_topology_from_primitive(
+        numa_request(instance_cell(0, [0, 1], 2048, "dedicated"))
+    )
     return spec
 
 
 def _gpu() -> RequestSpec:
     spec = _plain(4096, 4)
-    spec.pci_requests = [alias_request("gpu", vendor_id=GPU[0], product_id=GPU[1])]
+    spec.pci_requests = pci.requests_from_primitive(
+        [alias_request("gpu", vendor_id=GPU[0], product_id=GPU[1])]
+    )
     return spec
 
 

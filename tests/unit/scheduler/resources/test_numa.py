@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.objects import Flavor, RequestSpec
 from scheduler.resources import numa
 from tests.unit.scheduler.resources.builders import (
     host_cell,
@@ -80,6 +81,24 @@ def test_instance_topology_legacy_dedicated_cpuset_moves_to_pcpuset() -> None:
     parsed = numa.instance_topology_from_primitive(inst)
     assert parsed is not None
     assert parsed.cells[0].pcpuset == {0, 1} and parsed.cells[0].cpuset == frozenset()
+
+
+def test_the_instance_topology_is_decoded_once_and_keeps_novas_data() -> None:
+    inst = instance_topology(instance_cell(0, [0, 1], 1024))
+    parsed = numa.instance_topology_from_primitive(inst)
+    assert parsed.as_data() is parsed.primitive
+    assert parsed.as_data()["cells"][0]["cpuset"] == [0, 1]
+    # the request carries it decoded; nothing after the RPC edge parses a primitive
+    spec = RequestSpec(flavor=Flavor(memory_mb=1024, vcpus=2), numa_topology=parsed)
+    assert numa.requested_instance_topology(spec) is parsed
+    spec.numa_topology = inst
+    with pytest.raises(TypeError, match="decoded at the RPC edge"):
+        numa.requested_instance_topology(spec)
+    # what is not an InstanceNUMATopology is refused when decoded
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.instance_topology_from_primitive({"cells": [{"id": 0, "cpuset": "0-1"}]})
+    with pytest.raises(numa.InvalidNUMARequest):
+        numa.instance_topology_from_primitive([1, 2])
 
 
 def test_parse_cpu_spec() -> None:

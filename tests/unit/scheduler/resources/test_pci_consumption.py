@@ -28,8 +28,9 @@ def _host_cell(cell_id: int, cpu_usage: int = 0, memory_usage: int = 0) -> dict[
     }
 
 
-def _guest(*memory: int) -> dict[str, Any]:
-    """An unpinned guest NUMA topology, one node per ``memory`` (MiB), one vCPU each."""
+def _guest(*memory: int) -> numa.InstanceTopology | None:
+    """An unpinned guest NUMA topology, one node per ``memory`` (MiB), one vCPU each,
+    decoded as the RPC edge decodes a request's."""
     cells = [
         {
             "id": i,
@@ -44,7 +45,7 @@ def _guest(*memory: int) -> dict[str, Any]:
         }
         for i, mb in enumerate(memory)
     ]
-    return {"cells": cells, "emulator_threads_policy": None}
+    return numa.instance_topology_from_primitive({"cells": cells, "emulator_threads_policy": None})
 
 
 def _host(stats: Any, *cells: dict[str, Any]) -> HostState:
@@ -60,7 +61,7 @@ def _host(stats: Any, *cells: dict[str, Any]) -> HostState:
 def _spec(*requests: dict[str, Any], groups: dict[str, list[str]] | None = None) -> RequestSpec:
     return RequestSpec(
         flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1),
-        pci_requests=list(requests),
+        pci_requests=pci.requests_from_primitive(requests),
         requested_resources=[
             RequestGroup(requester_id=rid, provider_uuids=list(rps))
             for rid, rps in (groups or {}).items()

@@ -22,6 +22,7 @@ from scheduler.objects import (
     SchedulerRetries,
     Selection,
 )
+from scheduler.resources import numa, pci
 from scheduler.rpc import rpcapi, wire
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.manager import BaseAPI, SchedulerManager
@@ -99,8 +100,13 @@ def _full_spec() -> RequestSpec:
             same_subtree=[["port-1", "accel"]],
         ),
         is_bfv=True,
-        numa_topology={"cells": [{"id": 0, "cpuset": [0, 1], "memory": 512}]},
-        pci_requests=[{"count": 1, "alias_name": "gpu", "request_id": "r1"}],
+        # decoded, as the RPC edge decodes them
+        numa_topology=numa.instance_topology_from_primitive(
+            {"cells": [{"id": 0, "cpuset": [0, 1], "memory": 512}]}
+        ),
+        pci_requests=pci.requests_from_primitive(
+            [{"count": 1, "alias_name": "gpu", "request_id": "r1"}]
+        ),
         requested_networks=[{"network_id": "net-1"}],
         id=17,
     )

@@ -21,6 +21,7 @@ from scheduler.objects import (
     SchedulerRetries,
     Selection,
 )
+from scheduler.resources import numa, pci
 from scheduler.rpc import wire
 from tests.samples import nova_select_destinations
 
@@ -89,7 +90,7 @@ def test_sample_request_spec_decodes_every_field(spec_prim):
     assert spec.force_hosts is None and spec.ignore_hosts is None
     assert spec.requested_resources == []
     assert spec.root_required == set() and spec.root_forbidden == set()
-    assert spec.pci_requests == []
+    assert spec.pci_requests == ()
     assert spec.requested_networks == [{"network_id": "00000000-0000-0000-0000-000000000029"}]
     assert spec.numa_topology is None
 
@@ -397,10 +398,10 @@ def test_request_group_with_non_integer_amount_is_refused(spec_prim):
         wire.request_spec_from_primitive(spec_prim)
 
 
-def test_numa_topology_and_pci_requests_become_plain_data(spec_prim):
+def _with_numa_and_pci(spec_prim, cell_data=None, request_data=None):
     cell = prim(
         "InstanceNUMACell",
-        {"id": 0, "cpuset": [0, 1], "pcpuset": [], "memory": 2048, "cpu_policy": None},
+        cell_data or {"id": 0, "cpuset": [0, 1], "pcpuset": [], "memory": 2048, "cpu_policy": None},
         "1.6",
     )
     data_of(spec_prim)["numa_topology"] = prim(
@@ -410,21 +411,60 @@ def test_numa_topology_and_pci_requests_become_plain_data(spec_prim):
     )
     pci_request = prim(
         "InstancePCIRequest",
-        {"count": 2, "spec": [{"vendor_id": "8086", "product_id": "1520"}], "alias_name": "nic"},
+        request_data
+        or {"count": 2, "spec": [{"vendor_id": "8086", "product_id": "1520"}], "alias_name": "nic"},
         "1.3",
     )
     data_of(spec_prim)["pci_requests"] = prim(
         "InstancePCIRequests", {"instance_uuid": "i-1", "requests": [pci_request]}, "1.1"
     )
-    spec = wire.request_spec_from_primitive(spec_prim)
-    assert spec.numa_topology == {
+    return spec_prim
+
+
+def test_numa_topology_and_pci_requests_are_decoded_at_the_edge(spec_prim):
+    spec = wire.request_spec_from_primitive(_with_numa_and_pci(spec_prim))
+    # typed: nothing past the edge parses nova's primitives
+    (cell,) = spec.numa_topology.cells
+    assert (cell.id, cell.cpuset, cell.pcpuset, cell.memory) == (
+        0,
+        frozenset({0, 1}),
+        frozenset(),
+        2048,
+    )
+    (request,) = spec.pci_requests
+    assert request == pci.PciRequest(
+        count=2, specs=({"vendor_id": "8086", "product_id": "1520"},), alias_name="nic"
+    )
+    assert not request.is_port
+    # nova's data is kept for the way back (encoders, notifications, nova's plugins)
+    assert spec.numa_topology.as_data() == {
         "cells": [{"id": 0, "cpuset": [0, 1], "pcpuset": [], "memory": 2048, "cpu_policy": None}],
         "instance_uuid": "i-1",
         "emulator_threads_policy": None,
     }
-    assert spec.pci_requests == [
-        {"count": 2, "spec": [{"vendor_id": "8086", "product_id": "1520"}], "alias_name": "nic"}
-    ]
+    assert request.as_data() == {
+        "count": 2,
+        "spec": [{"vendor_id": "8086", "product_id": "1520"}],
+        "alias_name": "nic",
+    }
+
+
+@pytest.mark.parametrize(
+    ("cell", "request_data", "named"),
+    [
+        ({"id": 0, "cpuset": "zero", "memory": 2048}, None, "RequestSpec.numa_topology"),
+        ({"id": 0, "cpuset": [0], "memory": "lots"}, None, "RequestSpec.numa_topology"),
+        (None, {"count": "two", "spec": [{}], "alias_name": "a"}, "pci_requests.requests[0]"),
+        (None, {"count": 1, "spec": "vendor", "alias_name": "a"}, "pci_requests.requests[0]"),
+        (None, {"count": 1, "spec": [], "alias_name": 7}, "pci_requests.requests[0]"),
+    ],
+)
+def test_a_numa_topology_or_pci_request_the_maths_cannot_read_is_refused_at_the_edge(
+    spec_prim, cell, request_data, named
+):
+    with pytest.raises(InvalidRequest) as err:
+        wire.request_spec_from_primitive(_with_numa_and_pci(spec_prim, cell, request_data))
+    assert named in str(err.value)
 
 
 def test_image_properties_keep_lists(spec_prim):
@@ -726,8 +766,10 @@ def test_request_spec_round_trips_with_every_member_set(spec_prim):
         RequestGroup(requester_id="p", resources={"VF": 1}, required_traits={"T"})
     ]
     spec.request_level_params = RequestLevelParams(root_required={"R"}, same_subtree=[["p", "q"]])
-    spec.numa_topology = {"cells": [{"id": 0, "cpuset": [0, 1], "memory": 1024}]}
-    spec.pci_requests = [{"count": 1, "spec": [{"vendor_id": "8086"}]}]
+    spec.numa_topology = numa.instance_topology_from_primitive(
+        {"cells": [{"id": 0, "cpuset": [0, 1], "memory": 1024}]}
+    )
+    spec.pci_requests = pci.requests_from_primitive([{"count": 1, "spec": [{"vendor_id": "8086"}]}])
     spec.instance_group.rules = {"max_server_per_host": 2}
     encoded = json.loads(json.dumps(wire.request_spec_to_primitive(spec)))
     assert data_of(data_of(encoded)["instance_group"])["_rules"] == {"max_server_per_host": "2"}
