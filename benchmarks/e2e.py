@@ -161,7 +161,7 @@ TARGETS: dict[str, dict[str, Any]] = {
 
 # the image every request boots (nova's conductor always sends one)
 IMAGE = ImageMeta(
-    id="6d5c3a1e-bench-4d00-8000-000000000001",
+    id="6d5c3a1e-0b5e-4d00-8000-000000000001",
     name="cirros",
     status="active",
     disk_format="qcow2",
