@@ -196,13 +196,13 @@ def summarize(samples: list[dict[str, float]]) -> dict[str, float]:
     """p50/p99 in ms of each part of the per-request split, and the view's share."""
     parts: dict[str, list[float]] = {}
     for s in samples:
+        if "total" not in s:  # nova-scheduler's: the client's latency alone
+            parts.setdefault("client", []).append(s["client"] * 1000.0)
+            continue
         candidates = s.get("placement", 0.0) + s.get("placement_bisection", 0.0)
         placement = candidates + s.get("claim", 0.0)
         view = s.get("view", 0.0)
         database = s.get("host_states", 0.0)
-        if "total" not in s:  # nova-scheduler's: the client's latency alone
-            parts.setdefault("client", []).append(s["client"] * 1000.0)
-            continue
         total = s["total"]
         split = {
             "client": s["client"],

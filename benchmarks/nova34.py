@@ -15,13 +15,9 @@ otherwise: the same filters and weighers novasched runs by default.
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
-import uuid as uuidlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,11 +29,8 @@ from scheduler.conf import CONF
 from scheduler.rpc import transport as rpc
 from scheduler.rpc.context import RequestContext
 from scheduler.rpc.rpcapi import SchedulerAPI
+from tests import peers
 
-ROOT = Path(__file__).resolve().parents[1]
-NOVA_VENV = ROOT / ".venv-nova"
-NOVA_VERSION = "34.0.0"
-NOVA_PACKAGES = (f"nova=={NOVA_VERSION}", "PyMySQL")
 START_TIMEOUT = 180.0
 
 
@@ -46,42 +39,25 @@ class NovaUnavailable(placement_seed.BenchSetupError):
 
 
 def nova_python() -> Path:
-    """``.venv-nova``'s interpreter with nova 34 and PyMySQL in it (installed on first use)."""
-    python = NOVA_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import pymysql, nova.version as v; print(v.version_string())"]
-    if python.exists():
-        done = subprocess.run(probe, capture_output=True, text=True)
-        if done.returncode == 0 and done.stdout.strip().startswith(NOVA_VERSION):
-            return python
-    for cmd in (
-        [os.environ.get("PYTHON", sys.executable), "-m", "venv", str(NOVA_VENV)],
-        [str(python), "-m", "pip", "install", "-q", *NOVA_PACKAGES],
-    ):
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise NovaUnavailable(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
-    return python
+    """``.venv-nova``'s interpreter with nova 34 and PyMySQL in it (installed on first use,
+    as the compatibility tests install it)."""
+    try:
+        return peers.nova_venv(("PyMySQL",))
+    except peers.PeerUnavailable as exc:
+        raise NovaUnavailable(str(exc)) from exc
 
 
 @contextlib.contextmanager
 def own_vhost() -> Iterator[str]:
     """A RabbitMQ virtual host of its own (guest may use it); its transport URL."""
-    ctl = shutil.which("rabbitmqctl")
-    if ctl is None:
-        raise NovaUnavailable("rabbitmqctl is not installed: nova's queue needs a vhost of its own")
-    vhost = "novasched-bench-nova-" + uuidlib.uuid4().hex[:8]
-
-    def run(*args: str) -> None:
-        done = subprocess.run([ctl, *args], capture_output=True, text=True, timeout=60)
-        if done.returncode != 0:
-            raise NovaUnavailable(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")
-
-    run("add_vhost", vhost)
     try:
-        run("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        vhost = peers.add_vhost("novasched-bench-nova")
+    except peers.PeerUnavailable as exc:
+        raise NovaUnavailable(f"nova's queue needs a vhost of its own: {exc}") from exc
+    try:
         yield placement_seed.RABBIT_URL.rstrip("/") + "/" + vhost
     finally:
-        subprocess.run([ctl, "delete_vhost", vhost], capture_output=True, timeout=60)
+        peers.delete_vhost(vhost)
 
 
 def nova_conf(cloud: placement_seed.BenchCloud, transport_url: str, run_dir: Path) -> str:
@@ -120,17 +96,7 @@ driver = noop
 
 def _listening(vhost: str) -> bool:
     """Whether nova's ``scheduler`` queue in ``vhost`` has a consumer."""
-    done = subprocess.run(
-        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "consumers"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    for line in done.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == "scheduler" and parts[1].isdigit():
-            return int(parts[1]) > 0
-    return False
+    return peers.queue_consumers(vhost, "scheduler") > 0
 
 
 @contextlib.contextmanager

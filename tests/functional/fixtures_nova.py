@@ -8,76 +8,30 @@ nova is never a dependency of novasched: it is installed beside the project in `
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-NOVA_VENV = ROOT / ".venv-nova"
-NOVA_VERSION = "34.0.0"
+from tests import peers
+
+ROOT = peers.ROOT
+NOVA_VENV = peers.NOVA_VENV
+NOVA_VERSION = peers.NOVA_VERSION
 NOVA_SIDE = Path(__file__).with_name("nova_side")
-
-
-def _nova_python() -> Path:
-    return NOVA_VENV / "bin" / "python"
-
-
-def _has_nova(python: Path) -> bool:
-    if not python.exists():
-        return False
-    probe = subprocess.run(
-        [str(python), "-c", "import nova.version as v; print(v.version_string())"],
-        capture_output=True,
-        text=True,
-    )
-    return probe.returncode == 0 and probe.stdout.strip().startswith(NOVA_VERSION)
-
 
 # What the deployment suite (tests/deployment) runs nova with, beside nova itself: nova-api
 # under gunicorn, and nova's databases on MariaDB.
 DEPLOYMENT_EXTRAS = ("gunicorn", "PyMySQL")
 
 
-def _has_modules(python: Path, modules: tuple[str, ...]) -> bool:
-    probe = subprocess.run(
-        [str(python), "-c", "import " + ", ".join(modules)], capture_output=True, text=True
-    )
-    return probe.returncode == 0
-
-
 def ensure_nova_venv(with_deployment_extras: bool = False) -> Path:
     """nova 34's venv (created on first use); ``with_deployment_extras`` adds gunicorn and
-    PyMySQL to it, for the deployment suite."""
-    python = _nova_python()
-    if not _has_nova(python):
-        _install_nova(python)
-    if with_deployment_extras and not _has_modules(python, ("gunicorn", "pymysql")):
-        cmd = [str(python), "-m", "pip", "install", "-q", *DEPLOYMENT_EXTRAS]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            pytest.fail(
-                f"could not add {', '.join(DEPLOYMENT_EXTRAS)} to {NOVA_VENV}:\n"
-                f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-            )
-    return python
-
-
-def _install_nova(python: Path) -> None:
-    base = os.environ.get("PYTHON", "python3")
-    for cmd in (
-        [base, "-m", "venv", str(NOVA_VENV)],
-        [str(python), "-m", "pip", "install", "-q", f"nova=={NOVA_VERSION}"],
-    ):
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            pytest.fail(
-                f"could not set up nova {NOVA_VERSION} for the wire test: {' '.join(cmd)}\n"
-                f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-            )
-    if not _has_nova(python):
-        pytest.fail(f"nova {NOVA_VERSION} is not importable in {NOVA_VENV}")
+    PyMySQL to it, for the deployment suite. Fails the test if it cannot be made."""
+    try:
+        return peers.nova_venv(DEPLOYMENT_EXTRAS if with_deployment_extras else ())
+    except peers.PeerUnavailable as exc:
+        pytest.fail(f"nova {NOVA_VERSION} for the compatibility tests: {exc}")
 
 
 @pytest.fixture(scope="module")

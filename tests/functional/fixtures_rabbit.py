@@ -24,6 +24,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests import peers
+
 RABBIT_HOST = "127.0.0.1"
 RABBIT_PORT = 5672
 RABBIT_URL = f"rabbit://guest:guest@{RABBIT_HOST}:{RABBIT_PORT}/"
@@ -83,17 +85,11 @@ def own_vhost(stack: contextlib.ExitStack, prefix: str) -> str:
     """A vhost of the caller's own on the broker (``rabbitmqctl``), deleted when ``stack``
     closes; returns its URL."""
     ensure_rabbit()
-    ctl = shutil.which("rabbitmqctl")
-    if ctl is None:
-        pytest.fail("rabbitmqctl is not installed: a test cannot make a RabbitMQ vhost of its own")
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    for args in (["add_vhost", name], ["set_permissions", "-p", name, "guest", ".*", ".*", ".*"]):
-        done = subprocess.run([ctl, *args], capture_output=True, text=True, timeout=60)
-        if done.returncode != 0:
-            pytest.fail(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")
-    stack.callback(
-        subprocess.run, [ctl, "delete_vhost", name], capture_output=True, text=True, timeout=60
-    )
+    try:
+        name = peers.add_vhost(prefix)
+    except peers.PeerUnavailable as exc:
+        pytest.fail(f"a test cannot make a RabbitMQ vhost of its own: {exc}")
+    stack.callback(peers.delete_vhost, name)
     url = f"rabbit://guest:guest@{RABBIT_HOST}:{RABBIT_PORT}/{name}"
     deadline = time.monotonic() + START_TIMEOUT
     while not _amqp_ready(url):

@@ -2,7 +2,8 @@
 
 20 hosts: Placement on MariaDB seeded by SQL must hold exactly what the fleet says (what the
 API would have written), the end-to-end section must schedule with each candidate source
-(Placement, the view through the database and through the API) and split its timings, and a
+(Placement, the view through the database and through the API) and split its timings, nova
+34's own scheduler must place requests on the same cloud, and a
 throughput run with one scheduler process per source must place every request without
 over-committing or leaving an orphan allocation.
 """
@@ -117,6 +118,24 @@ def test_e2e_section_schedules_over_the_broker_with_each_source_and_splits_the_t
     assert "side by side" in text and "targets:" in text and "view-api" in text
     # what freshness costs, on a line of its own
     assert "view - view-stale, the scheduler's own p50" in text
+
+
+def test_nova34_source_runs_nova_s_own_scheduler_on_the_cloud_and_places_each_request():
+    """The benchmark's nova 34 (``benchmarks.nova34``): nova-scheduler from .venv-nova on a
+    vhost of its own, reading the cloud's databases and claiming in its Placement."""
+    ensure_rabbit()
+    ensure_server("mariadb")
+    with contextlib.ExitStack() as stack:
+        cloud = placement_seed.bench_cloud(HOSTS, stack)
+        stack.callback(db.dispose_engines)
+        row = e2e.measure_nova(cloud, 3)
+        # nothing nova claimed is left in Placement: the benchmark gave every claim back
+        assert placement_seed.orphans(cloud, set()) == []
+    assert row["source"] == "nova34" and row["requests"] == 3
+    assert row["failures"] == 0 and row["orphans"] == 0
+    assert row["client_p50_ms"] > 0 and row["ready_s"] > 0
+    # nova's samples are the client's latency alone: no split of novasched's driver
+    assert "placement_p50_ms" not in row and "own_p50_ms" not in row
 
 
 def test_throughput_with_one_process_per_source_places_every_request_without_overcommit():
