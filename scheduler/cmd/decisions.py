@@ -27,7 +27,6 @@ import re
 import sys
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,9 @@ from scheduler.cmd import (
 )
 from scheduler.cmd.common import PROG
 from scheduler.conf import CONF
+from scheduler.records import words
 from scheduler.records.record import OUTCOMES, DecisionRecord, utcnow
+from scheduler.records.why_not import HostAnswer, why_not
 
 if TYPE_CHECKING:
     from scheduler.records.store import DecisionStore
@@ -70,10 +71,6 @@ SECTIONS = {
 # the document's keys left out of the words: the whole request as it arrived (nova's wire
 # form, for novasched-manage replay; --json prints it)
 HIDDEN = ("spec",)
-# the document version that brought ``per_host`` (scheduler/drivers/decisions.py)
-PER_HOST_VERSION = 4
-# the weighers named for a margin (the rest are summed)
-MARGIN_WEIGHERS = 3
 # the values a document's request holds that list filters on, by dotted path
 PROJECT_PATH = "request.project_id"
 FLAVOR_PATH = "request.flavor.name"
@@ -286,20 +283,20 @@ def _list(store: DecisionStore, args: argparse.Namespace) -> int:
 
 
 def _described(args: argparse.Namespace) -> str:
-    words = []
+    said: list[str] = []
     if args.outcome:
-        words.append(f"with outcome {args.outcome}")
+        said.append(f"with outcome {args.outcome}")
     if args.project:
-        words.append(f"of project {args.project}")
+        said.append(f"of project {args.project}")
     if args.flavor:
-        words.append(f"of flavor {args.flavor}")
+        said.append(f"of flavor {args.flavor}")
     if args.host:
-        words.append(f"on host {args.host}")
+        said.append(f"on host {args.host}")
     if args.since:
-        words.append(f"since {_when(args.since)}")
+        said.append(f"since {_when(args.since)}")
     if args.until:
-        words.append(f"until {_when(args.until)}")
-    return (" " + " ".join(words)) if words else ""
+        said.append(f"until {_when(args.until)}")
+    return (" " + " ".join(said)) if said else ""
 
 
 # ------------------------------------------------------------------------------ text
@@ -351,20 +348,20 @@ def _per_host_summary(per_host: Any) -> str:
     if not isinstance(per_host, dict):
         return "- (the filters never ran)"
     if "unrecorded" in per_host:
-        return f"not kept ({_fmt(per_host['unrecorded'])})"
+        return f"not kept ({words.fmt(per_host['unrecorded'])})"
     removed = sum(
         len(g.get("hosts") or ()) for g in per_host.get("removed") or () if isinstance(g, dict)
     )
     passed = len(per_host.get("passed") or ())
     text = (
-        f"{_fmt(per_host.get('hosts_in'))} hosts given to the filters: {removed} removed, "
+        f"{words.fmt(per_host.get('hosts_in'))} hosts given to the filters: {removed} removed, "
         f"{passed} passed"
     )
     capped = per_host.get("capped")
     if isinstance(capped, dict):
         text += (
-            f", {_fmt(capped.get('left_out'))} more not named (the record names "
-            f"{_fmt(capped.get('limit'))} at most)"
+            f", {words.fmt(capped.get('left_out'))} more not named (the record names "
+            f"{words.fmt(capped.get('limit'))} at most)"
         )
     return text + "; show --host HOST says why HOST was or was not chosen"
 
@@ -402,10 +399,10 @@ def _weighed_instance(hosts: list[dict[str, Any]], chosen: Any, indent: int) -> 
     pad = " " * indent
     if not hosts:
         return [f"{pad}-"]
-    names = list(dict.fromkeys(n for h in hosts for n in _weighers(h)))
+    names = list(dict.fromkeys(n for h in hosts for n in words.weighers_of(h)))
     differ, same = [], []
     for name in names:
-        keys = {_share_key(_weighers(h).get(name)) for h in hosts}
+        keys = {_share_key(words.weighers_of(h).get(name)) for h in hosts}
         if len(hosts) > 1:
             (differ if len(keys) > 1 else same).append(name)
         else:  # one host: what counted for it, and what did not
@@ -426,345 +423,54 @@ def _weighed_instance(hosts: list[dict[str, Any]], chosen: Any, indent: int) -> 
         label = "same for every host shown" if len(hosts) > 1 else "no share"
         lines += _wrapped(f"{pad}{label}: {', '.join(same)}", indent)
     for host in hosts:
-        head = f"{pad}- {_fmt(host.get('host'))}"
+        head = f"{pad}- {words.fmt(host.get('host'))}"
         node = host.get("node")
         if node is not None and node != host.get("host"):
-            head += f" (node {_fmt(node)})"
-        lines.append(f"{head}: weight {_fmt(host.get('weight'))}")
-        parts = _weighers(host)
+            head += f" (node {words.fmt(node)})"
+        lines.append(f"{head}: weight {words.fmt(host.get('weight'))}")
+        parts = words.weighers_of(host)
         for name in differ:
             lines += _wrapped(f"{pad}    {name}: {_weigher_words(parts.get(name))}", indent + 4)
     return lines
 
 
-def _weighers(host: dict[str, Any]) -> dict[str, Any]:
-    parts = host.get("weighers")
-    return parts if isinstance(parts, dict) else {}
-
-
 def _share_key(part: Any) -> Any:
     """What a weigher's part is compared by: its share (0 for -0), else the whole part."""
-    share = _share(part)
+    share = words.share(part)
     if share is not None:
         return share
     if isinstance(part, dict):
-        return tuple(sorted((str(k), _fmt(v)) for k, v in part.items()))
-    return _fmt(part)
-
-
-def _share(part: Any) -> float | None:
-    if isinstance(part, dict):
-        value = _number(part.get("share"))
-        if value is not None:
-            return round(value, 6) + 0.0
-    return None
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+        return tuple(sorted((str(k), words.fmt(v)) for k, v in part.items()))
+    return words.fmt(part)
 
 
 def _weigher_words(part: Any) -> str:
     if not isinstance(part, dict):
-        return _fmt(part)
+        return words.fmt(part)
     if "error" in part:
-        return f"error: {_fmt(part['error'])}"
-    rest = ", ".join(f"{k} {_fmt(v)}" for k, v in part.items() if k != "share" and _scalar(v))
+        return f"error: {words.fmt(part['error'])}"
+    rest = ", ".join(f"{k} {words.fmt(v)}" for k, v in part.items() if k != "share" and _scalar(v))
     if "share" not in part:
         return rest or "-"
-    return f"share {_fmt(part['share'])}" + (f" ({rest})" if rest else "")
+    return f"share {words.fmt(part['share'])}" + (f" ({rest})" if rest else "")
 
 
 def _margin_lines(hosts: list[dict[str, Any]], differ: list[str], indent: int) -> list[str]:
     """The first host's lead over the second, and the weighers that made most of it."""
     a, b = hosts[0], hosts[1]
-    wa, wb = _number(a.get("weight")), _number(b.get("weight"))
+    wa, wb = words.number(a.get("weight")), words.number(b.get("weight"))
     if wa is None or wb is None:
         return []
     pad = " " * indent
-    first, second = _fmt(a.get("host")), _fmt(b.get("host"))
-    margin = _diff(wa, wb)
+    first, second = words.fmt(a.get("host")), words.fmt(b.get("host"))
+    margin = words.diff(wa, wb)
     if not margin:
         return [f"{pad}margin: none: {first} and {second} weigh the same"]
-    text = f"{pad}margin: {first} over {second} by {_fmt(margin)}"
-    made = _share_gaps(a, b, differ)
+    text = f"{pad}margin: {first} over {second} by {words.fmt(margin)}"
+    made = words.share_gaps(a, b, differ)
     if made:
-        text += ": " + _gap_words(made)
+        text += ": " + words.gap_words(made)
     return _wrapped(text, indent)
-
-
-def _share_gaps(a: dict[str, Any], b: dict[str, Any], names: list[str]) -> list[tuple[str, float]]:
-    """Per weigher of ``names``, ``a``'s share less ``b``'s, the largest first (none where
-    either has no share, or they are equal)."""
-    gaps = []
-    for name in names:
-        mine, theirs = _share(_weighers(a).get(name)), _share(_weighers(b).get(name))
-        if mine is not None and theirs is not None and _diff(mine, theirs):
-            gaps.append((name, _diff(mine, theirs)))
-    gaps.sort(key=lambda g: -abs(g[1]))
-    return gaps
-
-
-def _gap_words(gaps: list[tuple[str, float]]) -> str:
-    words = [f"{name} {_signed(gap)}" for name, gap in gaps[:MARGIN_WEIGHERS]]
-    rest = gaps[MARGIN_WEIGHERS:]
-    if rest:
-        words.append(f"{len(rest)} more {_signed(sum(g for _, g in rest))}")
-    return ", ".join(words)
-
-
-# ------------------------------------------------------------------------------ why not
-
-
-# what a record says of a host: ``HostAnswer.verdict``
-CHOSEN = "chosen"
-PASSED = "passed"
-REMOVED = "removed"
-NARROWED = "narrowed"
-NOT_CANDIDATE = "not_candidate"
-NOT_RECORDED = "not_recorded"  # capped before it, or not written
-NO_FILTERS = "no_filters"  # the filters never ran
-PREDATES = "predates"  # a document before per-host detail
-
-
-@dataclass(slots=True)
-class HostAnswer:
-    """Why a host was or was not chosen, as one decision record says: ``verdict`` (CHOSEN,
-    PASSED, REMOVED, NARROWED, NOT_CANDIDATE, NOT_RECORDED, NO_FILTERS, PREDATES), the
-    answer in words (``lines``) and its figures (``detail``: filter, reason, rank, weight,
-    behind, ...)."""
-
-    host: str
-    verdict: str
-    lines: list[str]
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "verdict": self.verdict, "answer": self.lines, **self.detail}
-
-
-def why_not(rec: DecisionRecord, host: str) -> HostAnswer:
-    """What ``rec`` says of ``host`` (a host or node name, in any case): chosen; narrowed
-    out before the filters; removed by a filter, with its reason; passed, with its rank,
-    its weight and how far behind the chosen host it was, by weigher; or not a candidate.
-    The per-host detail is the first instance's."""
-    doc = rec.document
-    want = host.strip().lower()
-    chosen_for = [i for i, h in enumerate(rec.hosts, 1) if str(h).lower() == want]
-    lines = []
-    if chosen_for:
-        many = "s" if len(chosen_for) > 1 else ""
-        lines.append(f"chosen for instance{many} {', '.join(map(str, chosen_for))}")
-    unrecorded = doc.get("unrecorded") or _get(doc.get("per_host"), "unrecorded")
-    if unrecorded:  # the document, or its per-host detail, could not be written
-        lines.append(f"the record does not say: its detail was not kept ({_fmt(unrecorded)})")
-        return HostAnswer(host, CHOSEN if chosen_for else NOT_RECORDED, lines)
-    if "per_host" not in doc:
-        lines.append(
-            f"this record predates per-host detail (document version "
-            f"{_fmt(doc.get('version', 1))}; per-host detail came with {PER_HOST_VERSION})"
-        )
-        return HostAnswer(host, CHOSEN if chosen_for else PREDATES, lines)
-    per_host = doc["per_host"]
-    if not isinstance(per_host, dict):
-        reason = doc.get("reason") or "Placement returned no candidate"
-        lines.append(f"the filters never ran: {_fmt(reason)}")
-        return HostAnswer(host, NO_FILTERS, lines)
-    answer = _per_host_answer(rec, per_host, want)
-    if answer is None:
-        answer = _not_given_answer(doc, per_host, want)
-    answer.host = host
-    answer.lines = lines + answer.lines
-    if chosen_for:
-        answer.verdict = CHOSEN
-    instances = _num_instances(doc)
-    if instances > 1 and answer.verdict not in (NARROWED, NOT_CANDIDATE):
-        answer.lines.append(f"(the per-host detail is the first instance's, of {instances})")
-    return answer
-
-
-def _per_host_answer(rec: DecisionRecord, per_host: dict[str, Any], want: str) -> HostAnswer | None:
-    """The answer of a host the filters were given: the filter that removed it, or its
-    place among the hosts that passed; one per node when a host has several (ironic). None
-    if the record does not name it."""
-    found: list[tuple[Any, HostAnswer]] = []
-    for group in per_host.get("removed") or ():
-        if isinstance(group, dict):
-            found += [
-                (e, _removed_answer(rec.document, group))
-                for e in group.get("hosts") or ()
-                if _matches(e, want)
-            ]
-    for entry in per_host.get("passed") or ():
-        if _matches(entry, want):
-            found.append((entry, _passed_answer(rec, per_host, entry)))
-    if len(found) <= 1:
-        return found[0][1] if found else None
-    # a host of several nodes: each node's answer; it passed if one of them did
-    nodes = {_entry_node(e): a for e, a in found}
-    lines = [f"node {node}: {line}" for node, a in nodes.items() for line in a.lines]
-    verdict = PASSED if any(a.verdict == PASSED for a in nodes.values()) else REMOVED
-    return HostAnswer("", verdict, lines, {"nodes": {n: a.as_dict() for n, a in nodes.items()}})
-
-
-def _not_given_answer(doc: dict[str, Any], per_host: dict[str, Any], want: str) -> HostAnswer:
-    """A host the filters were not given: narrowed out, left out of the record (capped) or
-    not a candidate."""
-    narrowed = _narrowed_by(doc, want)
-    if narrowed:
-        return HostAnswer(
-            "", NARROWED, [f"taken out before the filters: {narrowed}"], {"narrowed": narrowed}
-        )
-    given = _fmt(per_host.get("hosts_in"))
-    capped = per_host.get("capped")
-    if isinstance(capped, dict):
-        text = (
-            f"not among the hosts the record names: {_fmt(capped.get('left_out'))} of the "
-            f"{given} given to the filters were left out (it names {_fmt(capped.get('limit'))} "
-            "at most)"
-        )
-        return HostAnswer("", NOT_RECORDED, [text])
-    text = (
-        "not a candidate: Placement did not return it, or it is in another cell (the "
-        f"filters were given {given} hosts)"
-    )
-    return HostAnswer("", NOT_CANDIDATE, [text])
-
-
-def _get(value: Any, key: str) -> Any:
-    return value.get(key) if isinstance(value, dict) else None
-
-
-def _num_instances(doc: dict[str, Any]) -> int:
-    request = doc.get("request")
-    value = request.get("num_instances") if isinstance(request, dict) else None
-    return value if isinstance(value, int) else 1
-
-
-def _entry_name(entry: Any) -> str:
-    """A per-host entry's host name (an entry is a name, or ``[host, node]``)."""
-    return str(entry[0]) if isinstance(entry, list) and entry else str(entry)
-
-
-def _entry_node(entry: Any) -> str:
-    """A per-host entry's node name (its host's, unless named otherwise)."""
-    return str(entry[-1]) if isinstance(entry, list) and entry else str(entry)
-
-
-def _matches(entry: Any, want: str) -> bool:
-    """Whether a per-host entry is the host or the node ``want`` (lower-case)."""
-    names = entry if isinstance(entry, list) else [entry]
-    return any(str(n).lower() == want for n in names)
-
-
-def _removed_answer(doc: dict[str, Any], group: dict[str, Any]) -> HostAnswer:
-    name = group.get("filter")
-    reason = group.get("reason")
-    text = f"removed by {_fmt(name)}"
-    if reason:
-        text += f": {_fmt(reason)}"
-    filters = [f for f in doc.get("filters") or () if isinstance(f, dict)]
-    place = next((i for i, f in enumerate(filters, 1) if f.get("name") == name), None)
-    if place is not None:
-        step = filters[place - 1]
-        hosts_in, passed = _number(step.get("hosts_in")), _number(step.get("hosts_passed"))
-        text += f" (filter {place} of {len(filters)}"
-        if hosts_in is not None and passed is not None:
-            text += f", which removed {hosts_in - passed:.0f} of the {hosts_in:.0f} it was given"
-        text += ")"
-    return HostAnswer("", REMOVED, [text], {"filter": name, "reason": reason})
-
-
-def _passed_answer(rec: DecisionRecord, per_host: dict[str, Any], entry: Any) -> HostAnswer:
-    """A host that passed every filter: its rank and weight, when it is among the best
-    weighed hosts the record keeps the weights of, and how far behind the first instance's
-    chosen host it was (else the best weighed one), by weigher when the record details
-    both (the best ``[decision_records] top_weighed``)."""
-    doc = rec.document
-    weights = [float(w) for w in per_host.get("weights") or () if _number(w) is not None]
-    best = list(per_host.get("best") or ())[: len(weights)]
-    filters = [f for f in doc.get("filters") or () if isinstance(f, dict)]
-    total = filters[-1].get("hosts_passed") if filters else len(per_host.get("passed") or ())
-    passed = "passed every filter" if filters else "passed (forced hosts: no filter ran)"
-    if not best:
-        return HostAnswer("", PASSED, [f"{passed}; the record keeps no weight"])
-    chosen = str(rec.hosts[0]).lower() if rec.hosts else ""
-    ref = next((i for i, e in enumerate(best) if _matches(e, chosen)), None)
-    role = "the chosen host" if ref is not None else "the best weighed host"
-    ref = ref or 0
-    ref_name, ref_weight = _entry_name(best[ref]), weights[ref]
-    rank = next((i for i, e in enumerate(best) if e == entry), None)
-    if rank is None:
-        last = weights[-1]
-        behind = _diff(ref_weight, last)
-        return HostAnswer(
-            "",
-            PASSED,
-            [
-                f"{passed}, but was not among the {len(best)} best weighed hosts, whose "
-                f"weights the record keeps: its weight was at most {_fmt(last)} "
-                f"(#{len(best)}'s of {_fmt(total)})",
-                f"at least {_fmt(behind)} behind {ref_name}, {role}",
-            ],
-            {"weight_at_most": last + 0.0, "behind_at_least": behind, "behind_host": ref_name},
-        )
-    weight = weights[rank]
-    lines = [f"{passed}: weighed #{rank + 1} of {_fmt(total)} (weight {_fmt(weight)})"]
-    detail: dict[str, Any] = {"rank": rank + 1, "weight": weight + 0.0}
-    if rank == ref:
-        return HostAnswer("", PASSED, lines, detail)
-    behind = _diff(ref_weight, weight)
-    lines.append(f"{_fmt(behind)} behind {ref_name}, {role} (weight {_fmt(ref_weight)})")
-    detail.update(behind=behind, behind_host=ref_name)
-    gaps = _weigher_gaps(doc, _entry_name(best[rank]), ref_name)
-    if gaps is None:
-        lines.append(
-            "by weigher: not recorded (the record details the best [decision_records] "
-            "top_weighed hosts only)"
-        )
-    elif gaps:
-        lines.append(f"by weigher (its share less {ref_name}'s): {_gap_words(gaps)}")
-        detail["by_weigher"] = {n: _diff(g, 0.0) for n, g in gaps}
-    return HostAnswer("", PASSED, lines, detail)
-
-
-def _weigher_gaps(doc: dict[str, Any], host: str, ref: str) -> list[tuple[str, float]] | None:
-    """Per weigher, how far ``host``'s share was behind ``ref``'s (negative: behind), the
-    largest first, from the first instance's weighed hosts; None when either is not there."""
-    weighed = doc.get("weighed")
-    if not isinstance(weighed, list) or not weighed:
-        return None
-    first = weighed[0] if isinstance(weighed[0], list) else weighed
-    entries = {str(h.get("host")).lower(): h for h in first if isinstance(h, dict)}
-    a, b = entries.get(host.lower()), entries.get(ref.lower())
-    if a is None or b is None:
-        return None
-    names = list(dict.fromkeys([*_weighers(a), *_weighers(b)]))
-    return _share_gaps(a, b, names)
-
-
-def _narrowed_by(doc: dict[str, Any], want: str) -> str | None:
-    """Why the narrowing took ``want`` out before the filters, from the request (the record
-    keeps how many it took out, not which): the requested destination, ignore_hosts,
-    force_hosts, force_nodes. None if none of them excludes it."""
-    request = doc.get("request")
-    if not isinstance(request, dict):
-        return None
-    dest = request.get("requested_destination")
-    if isinstance(dest, dict) and dest.get("host") and str(dest["host"]).lower() != want:
-        return f"not the requested destination ({_fmt(dest['host'])})"
-    ignored = [str(h).lower() for h in request.get("ignore_hosts") or ()]
-    if want in ignored:
-        return "in the request's ignore_hosts"
-    forced = [str(h) for h in request.get("force_hosts") or ()]
-    if forced and want not in (h.lower() for h in forced):
-        return f"not in the request's force_hosts ({', '.join(forced)})"
-    nodes = [str(n) for n in request.get("force_nodes") or ()]
-    if nodes and want not in (n.lower() for n in nodes):
-        return f"not in the request's force_nodes ({', '.join(nodes)})"
-    return None
 
 
 def render_answer(rec: DecisionRecord, answer: HostAnswer) -> str:
@@ -792,7 +498,7 @@ def render_value(label: str, value: Any, indent: int) -> list[str]:
     scalars joined, anything else one entry per line below the label."""
     pad = " " * indent
     if _scalar(value):
-        return _wrapped(f"{pad}{label}: {_fmt(value)}", indent)
+        return _wrapped(f"{pad}{label}: {words.fmt(value)}", indent)
     if not value:
         return [f"{pad}{label}: -"]
     if isinstance(value, dict):
@@ -807,7 +513,7 @@ def render_value(label: str, value: Any, indent: int) -> list[str]:
         return lines
     if isinstance(value, list | tuple):
         if all(_scalar(v) for v in value):
-            return _wrapped(f"{pad}{label}: {', '.join(_fmt(v) for v in value)}", indent)
+            return _wrapped(f"{pad}{label}: {', '.join(words.fmt(v) for v in value)}", indent)
         lines = [f"{pad}{label}:"]
         for number, item in enumerate(value, 1):
             if isinstance(item, list | tuple):  # a list per instance: numbered
@@ -815,7 +521,7 @@ def render_value(label: str, value: Any, indent: int) -> list[str]:
             else:
                 lines += _list_item(item, indent + 2)
         return lines
-    return _wrapped(f"{pad}{label}: {_fmt(value)}", indent)
+    return _wrapped(f"{pad}{label}: {words.fmt(value)}", indent)
 
 
 def _list_item(item: Any, indent: int) -> list[str]:
@@ -823,14 +529,14 @@ def _list_item(item: Any, indent: int) -> list[str]:
     otherwise."""
     pad = " " * indent
     if not isinstance(item, dict):
-        return _wrapped(f"{pad}- {_fmt(item) if _scalar(item) else '-'}", indent + 2)
+        return _wrapped(f"{pad}- {words.fmt(item) if _scalar(item) else '-'}", indent + 2)
     title_key = next((k for k in _TITLE_KEYS if item.get(k) is not None and _scalar(item[k])), None)
-    scalars = [f"{k} {_fmt(v)}" for k, v in item.items() if _scalar(v) and k != title_key]
+    scalars = [f"{k} {words.fmt(v)}" for k, v in item.items() if _scalar(v) and k != title_key]
     nested = [(k, v) for k, v in item.items() if not _scalar(v)]
     if not title_key and not scalars:  # only nested values: the first on the dash's line
         lines = [line for k, v in nested for line in render_value(str(k), v, indent + 2)]
         return [f"{pad}- {lines[0][indent + 2 :]}"] + lines[1:] if lines else [f"{pad}- -"]
-    head = f"{pad}- {_fmt(item[title_key])}" if title_key else f"{pad}-"
+    head = f"{pad}- {words.fmt(item[title_key])}" if title_key else f"{pad}-"
     if scalars:
         head += (": " if title_key else " ") + ", ".join(scalars)
     lines = _wrapped(head, indent + 4)
@@ -841,7 +547,7 @@ def _list_item(item: Any, indent: int) -> list[str]:
 
 def _inline(value: dict[str, Any]) -> str | None:
     if all(_scalar(v) for v in value.values()):
-        return ", ".join(f"{k} {_fmt(v)}" for k, v in value.items())
+        return ", ".join(f"{k} {words.fmt(v)}" for k, v in value.items())
     return None
 
 
@@ -855,26 +561,6 @@ def _wrapped(line: str, indent: int) -> list[str]:
 
 def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value + 0.0:.6g}"  # -0.0 as 0
-    return str(value)
-
-
-def _diff(a: float, b: float) -> float:
-    """``a - b`` to the document's precision (its numbers have six decimals), never -0."""
-    return round(a - b, 6) + 0.0
-
-
-def _signed(value: float) -> str:
-    """``value`` to six decimals with its sign, never ``-0``."""
-    return f"{round(value, 6) + 0.0:+.6g}"
 
 
 def _few(items: list[Any], shown: int) -> str:

@@ -17,6 +17,7 @@ from scheduler.drivers.filter_scheduler import FilterScheduler
 from scheduler.exceptions import NoValidHost
 from scheduler.objects import ImageMeta
 from scheduler.records import DecisionRecord, DecisionStore
+from scheduler.records import why_not as answers
 from scheduler.records.record import decode_document, encode_document
 from tests.unit.scheduler.cmd.builders import run_manage
 from tests.unit.scheduler.drivers.fakes import (
@@ -197,29 +198,29 @@ def test_the_per_host_line_says_when_it_was_capped():
 # -- why not host X -----------------------------------------------------------------------------
 def test_why_not_a_host_a_filter_removed():
     rec = _scheduled()
-    answer = decisions.why_not(rec, "gone")
-    assert answer.verdict == decisions.REMOVED
+    answer = answers.why_not(rec, "gone")
+    assert answer.verdict == answers.REMOVED
     filters = len(rec.document["filters"])
     assert answer.lines == [
         f"removed by ComputeFilter: service down (filter 1 of {filters}, which removed 2 of "
         "the 9 it was given)"
     ]
     assert answer.detail == {"filter": "ComputeFilter", "reason": "service down"}
-    assert decisions.why_not(rec, "OFF").detail["reason"] == "service disabled"
+    assert answers.why_not(rec, "OFF").detail["reason"] == "service disabled"
 
 
 def test_why_not_a_host_the_narrowing_took_out():
     rec = _scheduled()
-    answer = decisions.why_not(rec, "skip")
-    assert answer.verdict == decisions.NARROWED
+    answer = answers.why_not(rec, "skip")
+    assert answer.verdict == answers.NARROWED
     assert answer.lines == ["taken out before the filters: in the request's ignore_hosts"]
     # the requested destination narrows every other host
     doc = {"per_host": {"hosts_in": 1, "removed": [], "passed": ["h1"], "best": [], "weights": []}}
     doc["request"] = {"requested_destination": {"host": "h1", "node": None}}
-    answer = decisions.why_not(make_record(1, document=doc), "h2")
+    answer = answers.why_not(make_record(1, document=doc), "h2")
     assert answer.lines == ["taken out before the filters: not the requested destination (h1)"]
     doc["request"] = {"force_hosts": ["h1"]}
-    answer = decisions.why_not(make_record(1, document=doc), "h2")
+    answer = answers.why_not(make_record(1, document=doc), "h2")
     assert answer.lines == ["taken out before the filters: not in the request's force_hosts (h1)"]
 
 
@@ -227,8 +228,8 @@ def test_why_not_a_host_that_passed_its_rank_weight_and_how_far_behind_by_weighe
     rec = _scheduled()
     per_host = rec.document["per_host"]
     weights = per_host["weights"]
-    answer = decisions.why_not(rec, "small")
-    assert answer.verdict == decisions.PASSED
+    answer = answers.why_not(rec, "small")
+    assert answer.verdict == answers.PASSED
     behind = round(weights[0] - weights[2], 6)
     assert answer.detail["rank"] == 3 and answer.detail["weight"] == weights[2]
     assert answer.detail["behind"] == behind and answer.detail["behind_host"] == "big"
@@ -247,8 +248,8 @@ def test_why_not_a_host_that_passed_but_was_not_among_the_best_weighed():
     weights = rec.document["per_host"]["weights"]
     per_host = rec.document["per_host"]
     assert "h7" in per_host["passed"] and "h7" not in per_host["best"]
-    answer = decisions.why_not(rec, "h7")
-    assert answer.verdict == decisions.PASSED
+    answer = answers.why_not(rec, "h7")
+    assert answer.verdict == answers.PASSED
     assert answer.lines == [
         "passed every filter, but was not among the 5 best weighed hosts, whose weights the "
         f"record keeps: its weight was at most {weights[4]:g} (#5's of 7)",
@@ -257,16 +258,16 @@ def test_why_not_a_host_that_passed_but_was_not_among_the_best_weighed():
 
 
 def test_why_not_the_chosen_host():
-    answer = decisions.why_not(_scheduled(), "BIG")
-    assert answer.verdict == decisions.CHOSEN
+    answer = answers.why_not(_scheduled(), "BIG")
+    assert answer.verdict == answers.CHOSEN
     assert answer.lines[0] == "chosen for instance 1"
     assert answer.lines[1].startswith("passed every filter: weighed #1 of 7 (weight ")
     assert answer.detail["rank"] == 1
 
 
 def test_why_not_a_host_that_was_not_a_candidate():
-    answer = decisions.why_not(_scheduled(), "compute-99")
-    assert answer.verdict == decisions.NOT_CANDIDATE
+    answer = answers.why_not(_scheduled(), "compute-99")
+    assert answer.verdict == answers.NOT_CANDIDATE
     assert answer.lines == [
         "not a candidate: Placement did not return it, or it is in another cell (the filters "
         "were given 9 hosts)"
@@ -276,12 +277,12 @@ def test_why_not_a_host_that_was_not_a_candidate():
 def test_why_not_on_a_no_valid_host():
     rec = _refused()
     assert rec.outcome == "no_valid_host" and rec.document["per_host"]["passed"] == []
-    answer = decisions.why_not(rec, "big")
-    assert answer.verdict == decisions.REMOVED
+    answer = answers.why_not(rec, "big")
+    assert answer.verdict == answers.REMOVED
     assert answer.detail["filter"] == "ImagePropertiesFilter"
     assert answer.lines[0].startswith("removed by ImagePropertiesFilter: ")
     # the disabled host went first, to the first filter
-    assert decisions.why_not(rec, "off").detail == {
+    assert answers.why_not(rec, "off").detail == {
         "filter": "ComputeFilter",
         "reason": "service disabled",
     }
@@ -289,28 +290,28 @@ def test_why_not_on_a_no_valid_host():
 
 def test_a_record_older_than_per_host_detail_says_so():
     document = {"version": 3, "weighed": [[_host("h1", 1.0, A=1.0)]], "filters": []}
-    answer = decisions.why_not(make_record(1, hosts=["h1"], document=document), "h2")
-    assert answer.verdict == decisions.PREDATES
+    answer = answers.why_not(make_record(1, hosts=["h1"], document=document), "h2")
+    assert answer.verdict == answers.PREDATES
     assert answer.lines == [
         "this record predates per-host detail (document version 3; per-host detail came with 4)"
     ]
     # its chosen host is still said to be chosen
-    chosen = decisions.why_not(make_record(1, hosts=["h1"], document=document), "h1")
-    assert chosen.verdict == decisions.CHOSEN and chosen.lines[0] == "chosen for instance 1"
+    chosen = answers.why_not(make_record(1, hosts=["h1"], document=document), "h1")
+    assert chosen.verdict == answers.CHOSEN and chosen.lines[0] == "chosen for instance 1"
 
 
 def test_a_record_whose_filters_never_ran():
     document = {"version": 4, "per_host": None, "reason": "No valid host: Placement had none"}
-    answer = decisions.why_not(make_record(1, hosts=[], document=document), "h1")
-    assert answer.verdict == decisions.NO_FILTERS
+    answer = answers.why_not(make_record(1, hosts=[], document=document), "h1")
+    assert answer.verdict == answers.NO_FILTERS
     assert answer.lines == ["the filters never ran: No valid host: Placement had none"]
 
 
 def test_a_host_left_out_of_a_capped_record_is_not_called_a_non_candidate():
     per_host = {"hosts_in": 5000, "removed": [], "passed": ["a"], "best": [], "weights": []}
     per_host["capped"] = {"limit": 1, "left_out": 4999}
-    answer = decisions.why_not(make_record(1, document={"per_host": per_host}), "b")
-    assert answer.verdict == decisions.NOT_RECORDED
+    answer = answers.why_not(make_record(1, document={"per_host": per_host}), "b")
+    assert answer.verdict == answers.NOT_RECORDED
     assert answer.lines == [
         "not among the hosts the record names: 4999 of the 5000 given to the filters were left "
         "out (it names 1 at most)"
@@ -319,15 +320,15 @@ def test_a_host_left_out_of_a_capped_record_is_not_called_a_non_candidate():
 
 def test_a_record_whose_detail_was_not_kept_does_not_call_a_host_a_non_candidate():
     unwritten = {"per_host": {"unrecorded": "AttributeError: 'NoneType' object has no attribute"}}
-    answer = decisions.why_not(make_record(1, hosts=["h1"], document=unwritten), "h2")
-    assert answer.verdict == decisions.NOT_RECORDED
+    answer = answers.why_not(make_record(1, hosts=["h1"], document=unwritten), "h2")
+    assert answer.verdict == answers.NOT_RECORDED
     assert answer.lines == [
         "the record does not say: its detail was not kept (AttributeError: 'NoneType' object "
         "has no attribute)"
     ]
     too_big = {"unrecorded": "the document was 300000 bytes, above 262144", "keys": ["spec"]}
-    answer = decisions.why_not(make_record(1, hosts=["h1"], document=too_big), "h1")
-    assert answer.verdict == decisions.CHOSEN
+    answer = answers.why_not(make_record(1, hosts=["h1"], document=too_big), "h1")
+    assert answer.verdict == answers.CHOSEN
     assert answer.lines[1].startswith("the record does not say: its detail was not kept (the ")
 
 
@@ -338,8 +339,8 @@ def test_a_host_of_several_nodes_answers_per_node_and_a_node_by_its_name():
     document = {"per_host": per_host, "request": {"num_instances": 2}}
     document["filters"] = [{"name": "F", "hosts_in": 2, "hosts_passed": 1}]
     rec = make_record(1, hosts=["i", "i"], document=document)
-    answer = decisions.why_not(rec, "I")
-    assert answer.verdict == decisions.CHOSEN  # the host took both instances
+    answer = answers.why_not(rec, "I")
+    assert answer.verdict == answers.CHOSEN  # the host took both instances
     assert answer.lines == [
         "chosen for instances 1, 2",
         "node N1: removed by F: r (filter 1 of 1, which removed 1 of the 2 it was given)",
@@ -347,8 +348,8 @@ def test_a_host_of_several_nodes_answers_per_node_and_a_node_by_its_name():
         "(the per-host detail is the first instance's, of 2)",
     ]
     assert set(answer.detail["nodes"]) == {"N1", "n2"}
-    node = decisions.why_not(rec, "n1")
-    assert node.verdict == decisions.REMOVED
+    node = answers.why_not(rec, "n1")
+    assert node.verdict == answers.REMOVED
     assert node.lines == [
         "removed by F: r (filter 1 of 1, which removed 1 of the 2 it was given)",
         "(the per-host detail is the first instance's, of 2)",
