@@ -14,9 +14,9 @@ a time ago (``90s``, ``30m``, ``2h``, ``7d``, ``1w``). ``show`` prints every dec
 names the instance (a reschedule adds one) or the request (upper-case uuids are found too),
 newest first, with the driver's document in words: of the weighed hosts, the margin between
 the first two and what made it, and only the weighers that differ between them. ``show
---host H`` says instead why H was or was not chosen (``why_not``). ``list`` prints one line
-per decision, newest first. ``--json`` prints the records as JSON for scripts. Exit status:
-0 found, 2 nothing found, 1 an error.
+--host H`` says instead why H was or was not chosen (``scheduler/records/why_not.py``).
+``list`` prints one line per decision, newest first. ``--json`` prints the records as JSON
+for scripts. Exit status: 0 found, 2 nothing found, 1 an error.
 """
 
 from __future__ import annotations
