@@ -237,7 +237,7 @@ class FilterScheduler:
                     error,
                     spec=(lambda: encoder(spec_obj)) if encoder is not None else None,
                     weighers=self.framework.weighers,
-                    smallest_change=lambda: self.relaxations(context, spec_obj).as_dict(),
+                    smallest_change=lambda: relaxations.search(self, context, spec_obj).as_dict(),
                 )
             outcome.observe(req.trace, time.perf_counter() - start, self.timing_observer)
 
