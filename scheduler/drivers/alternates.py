@@ -12,7 +12,7 @@ from typing import Any
 
 from scheduler.drivers import outcome
 from scheduler.drivers.claims import Claimer
-from scheduler.framework import Framework
+from scheduler.framework import Framework, Placed
 from scheduler.hosts.state import HostState
 from scheduler.objects import Selection
 from scheduler.request import SchedulingRequest
@@ -20,7 +20,7 @@ from scheduler.request import SchedulingRequest
 
 def with_alternates(
     req: SchedulingRequest,
-    chosen: list[tuple[HostState, dict[str, Any] | None]],
+    chosen: list[Placed],
     hosts: list[HostState],
     index: int,
     *,

@@ -170,7 +170,7 @@ class Claimer:
 
     def claim(
         self, req: SchedulingRequest, host: HostState, instance_uuid: str
-    ) -> dict[str, Any] | None:
+    ) -> AllocationRequest | None:
         """Claim the host's first allocation request for the instance; None when the host
         has no candidate or the claim was not made (the caller tries the next host, unless
         ``req.trace.placement_unreachable`` is set).

@@ -53,7 +53,7 @@ class InstanceStep:
 
 
 # a host taken for an instance, with the allocation request claimed on it (None: no claim)
-Placed = tuple[HostState, dict[str, Any] | None]
+Placed = tuple[HostState, AllocationRequest | None]
 # takes a host for an instance from the sorted hosts: (request, hosts, instance uuid)
 Placer = Callable[[SchedulingRequest, list[HostState], str | None], Placed | None]
 # counts an instance on the host taken: (request, host, instance uuid, claimed) -> its key
