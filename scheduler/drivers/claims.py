@@ -262,7 +262,7 @@ class Claimer:
 
     def claim_first(
         self, req: SchedulingRequest, hosts: list[HostState], instance_uuid: str | None
-    ) -> tuple[HostState, dict[str, Any]] | None:
+    ) -> tuple[HostState, AllocationRequest] | None:
         """The first host of ``hosts`` Placement takes the instance's claim on, with the
         allocation request claimed (None: no host could be claimed, or Placement cannot be
         reached). Past the request's deadline no claim is made: NoValidHost."""
