@@ -798,7 +798,7 @@ class HostState:
             LOG.warning(
                 "Selected host %s failed to consume the instance's PCI devices (%s)",
                 self.host,
-                pci.request_reason(applied.failed or {}),
+                pci.request_reason(applied.failed),
             )
 
     # -- read helpers -----------------------------------------------------------------------

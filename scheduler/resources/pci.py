@@ -219,7 +219,7 @@ def request_from_primitive(value: Any) -> PciRequest:
         raise ValueError(f"count must be a whole number, not {count!r}") from None
     return PciRequest(
         count=count,
-        specs=tuple(_inner(s) for s in specs if isinstance(_inner(s), Mapping)),
+        specs=tuple(s for s in map(_inner, specs) if isinstance(s, Mapping)),
         alias_name=_optional_str(data, "alias_name"),
         numa_policy=_optional_str(data, "numa_policy"),
         request_id=_optional_str(data, "request_id"),

@@ -4,6 +4,7 @@ nova's pool order; what a failed consumption took stays taken."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from scheduler.hosts.state import HostState
@@ -129,12 +130,19 @@ def test_the_fit_is_checked_for_pci_numa_affinity() -> None:
     assert _counts(hs) == []
 
 
-def test_a_failed_consumption_keeps_what_it_took() -> None:
+def test_a_failed_consumption_keeps_what_it_took(caplog: Any) -> None:
     hs = _host(pool_list(pool(*GPU, 2, 0)))
     fpga = alias_request("fpga", vendor_id="1172", product_id="0001")
-    hs.consume_from_request(_spec(alias_request("gpu", vendor_id=GPU[0]), fpga), "i-1")
+    with caplog.at_level(logging.WARNING, logger="scheduler.hosts.state"):
+        hs.consume_from_request(_spec(alias_request("gpu", vendor_id=GPU[0]), fpga), "i-1")
     assert _counts(hs) == [(0, 1)]
     assert hs.free_ram_mb == 8192 - 512  # the rest of the instance is counted
+    # the operator is told which request failed, and nothing raised on the way
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.getMessage() == (
+        "Selected host h failed to consume the instance's PCI devices "
+        "(no PCI device matching alias fpga)"
+    )
 
 
 def test_consumption_leaves_the_shared_report_untouched() -> None:
